@@ -1,0 +1,87 @@
+"""Multi-head self-attention with the original BERT's additive key mask."""
+from __future__ import annotations
+
+import math
+
+import keras
+import tensorflow as tf
+
+from bert_tf.modeling.config import BertConfig
+from bert_tf.modeling.embeddings import truncated_normal
+
+# The original adds (1 - mask) * -10000 to the attention logits of masked keys.
+MASK_ADDER = -10000.0
+
+
+def attention_mask_adder(input_mask: tf.Tensor, dtype: tf.DType = tf.float32) -> tf.Tensor:
+    """Turns a [batch, seq_len] 0/1 `input_mask` into the additive bias on keys.
+
+    Args:
+      input_mask: int or float [batch, seq_len]; 1 = real token, 0 = padding. Only this mask is
+        used; token ids play no part (id 0 under a 1 is attended to).
+      dtype: dtype of the result.
+
+    Returns:
+      [batch, 1, 1, seq_len]: 0 for kept keys, -10000 for masked ones; broadcasts over heads and
+      queries (every query row gets the same key mask, as in the original's 3-D mask).
+    """
+    mask = tf.cast(input_mask, dtype)
+    return ((1.0 - mask) * MASK_ADDER)[:, tf.newaxis, tf.newaxis, :]
+
+
+class BertSelfAttention(keras.layers.Layer):
+    """Scaled dot-product self-attention over `num_attention_heads` heads.
+
+    Variables (original names under `.../attention/self/`): `query`, `key`, `value`, each a Dense
+    with kernel [H, H] and bias [H].
+    """
+
+    def __init__(self, config: BertConfig, **kwargs):
+        super().__init__(**kwargs)
+        self.num_heads = config.num_attention_heads
+        self.head_size = config.head_size
+        init = truncated_normal(config)
+        self.query = keras.layers.Dense(config.hidden_size, kernel_initializer=init, name="query")
+        self.key = keras.layers.Dense(config.hidden_size, kernel_initializer=init, name="key")
+        self.value = keras.layers.Dense(config.hidden_size, kernel_initializer=init, name="value")
+        self.dropout = keras.layers.Dropout(config.attention_probs_dropout_prob)
+
+    def build(self, input_shape) -> None:
+        for dense in (self.query, self.key, self.value):
+            dense.build(input_shape)
+        self.built = True
+
+    def _split_heads(self, x: tf.Tensor) -> tf.Tensor:
+        # [B, S, H] -> [B, N, S, D]
+        batch, seq = tf.shape(x)[0], tf.shape(x)[1]
+        x = tf.reshape(x, [batch, seq, self.num_heads, self.head_size])
+        return tf.transpose(x, [0, 2, 1, 3])
+
+    def call(self, hidden_states: tf.Tensor, mask_adder: tf.Tensor, training: bool | None = None,
+             return_probs: bool = False):
+        """Attends every position to every unmasked position.
+
+        Args:
+          hidden_states: float [batch, seq_len, H].
+          mask_adder: [batch, 1, 1, seq_len] from `attention_mask_adder`.
+          training: enables dropout on the attention probabilities.
+          return_probs: also return the probabilities.
+
+        Returns:
+          context float [batch, seq_len, H]; with `return_probs`, also probs [batch, N, seq, seq].
+        """
+        q = self._split_heads(self.query(hidden_states))
+        k = self._split_heads(self.key(hidden_states))
+        v = self._split_heads(self.value(hidden_states))
+        scores = tf.matmul(q, k, transpose_b=True)
+        scores = scores * tf.cast(1.0 / math.sqrt(float(self.head_size)), scores.dtype)
+        scores = scores + tf.cast(mask_adder, scores.dtype)
+        probs = tf.nn.softmax(scores, axis=-1)
+        dropped = self.dropout(probs, training=training)
+        context = tf.matmul(dropped, v)  # [B, N, S, D]
+        context = tf.transpose(context, [0, 2, 1, 3])
+        batch, seq = tf.shape(context)[0], tf.shape(context)[1]
+        context = tf.reshape(context, [batch, seq, self.num_heads * self.head_size])
+        if return_probs:
+            return context, probs
+        return context

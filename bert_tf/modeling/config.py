@@ -1,0 +1,146 @@
+"""`BertConfig`: the model hyper-parameters, read from and written to the original `bert_config.json`."""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import os
+from typing import Any, Mapping
+
+from bert_tf.io_utils import atomic_write_text
+
+# Activations a config may name. "gelu" is the original's tanh approximation (google-research/bert
+# HEAD); "gelu_exact" is the erf form that the very first release and Hugging Face's "gelu" use.
+SUPPORTED_ACTIVATIONS = ("gelu", "gelu_exact", "relu", "tanh", "linear", "swish", "silu")
+
+
+class ConfigError(ValueError):
+    """A `bert_config.json` (or a dict) that does not describe a valid BERT model."""
+
+
+@dataclasses.dataclass
+class BertConfig:
+    """Configuration of a BERT model, field for field the original `bert_config.json`.
+
+    Attributes:
+      vocab_size: size of the WordPiece vocabulary (rows of the word embedding table).
+      hidden_size: width H of every layer.
+      num_hidden_layers: number of transformer blocks L.
+      num_attention_heads: attention heads A; must divide `hidden_size`.
+      intermediate_size: width of the feed-forward layer inside each block.
+      hidden_act: feed-forward activation, one of `SUPPORTED_ACTIVATIONS`.
+      hidden_dropout_prob: dropout on embeddings, attention output and feed-forward output.
+      attention_probs_dropout_prob: dropout on the attention probabilities.
+      max_position_embeddings: longest sequence the position table covers.
+      type_vocab_size: number of segment (token type) ids.
+      initializer_range: stddev of the truncated-normal initializer.
+    """
+
+    vocab_size: int
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu"
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 16
+    initializer_range: float = 0.02
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    # ---- validation -------------------------------------------------------------------------
+    def validate(self, source: str = "BertConfig") -> None:
+        """Raises `ConfigError` naming the first bad field (and `source`, e.g. the file)."""
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if field.type in ("int", int):
+                if isinstance(value, bool) or not isinstance(value, int):
+                    raise ConfigError(
+                        f"{source}: field '{field.name}' must be an integer, got {value!r} "
+                        f"({type(value).__name__})")
+                if value <= 0:
+                    raise ConfigError(
+                        f"{source}: field '{field.name}' must be positive, got {value}")
+            elif field.type in ("float", float):
+                if isinstance(value, bool) or not isinstance(value, (int, float)):
+                    raise ConfigError(
+                        f"{source}: field '{field.name}' must be a number, got {value!r} "
+                        f"({type(value).__name__})")
+                if field.name.endswith("_prob") and not 0.0 <= value < 1.0:
+                    raise ConfigError(
+                        f"{source}: field '{field.name}' must be in [0, 1), got {value}")
+                if field.name == "initializer_range" and value <= 0:
+                    raise ConfigError(
+                        f"{source}: field 'initializer_range' must be positive, got {value}")
+            elif field.type in ("str", str):
+                if not isinstance(value, str):
+                    raise ConfigError(
+                        f"{source}: field '{field.name}' must be a string, got {value!r}")
+        if self.hidden_act not in SUPPORTED_ACTIVATIONS:
+            raise ConfigError(
+                f"{source}: field 'hidden_act' is {self.hidden_act!r}; expected one of "
+                f"{', '.join(SUPPORTED_ACTIVATIONS)}")
+        if self.hidden_size % self.num_attention_heads:
+            raise ConfigError(
+                f"{source}: field 'hidden_size' ({self.hidden_size}) is not a multiple of "
+                f"'num_attention_heads' ({self.num_attention_heads})")
+
+    @property
+    def head_size(self) -> int:
+        """Width of one attention head, hidden_size / num_attention_heads."""
+        return self.hidden_size // self.num_attention_heads
+
+    # ---- (de)serialisation --------------------------------------------------------------------
+    @classmethod
+    def from_dict(cls, json_object: Mapping[str, Any], source: str = "BertConfig") -> "BertConfig":
+        """Builds a config from a dict with the original JSON keys.
+
+        Unknown keys are an error (they usually mean a typo or a config for another model);
+        missing keys take the original `BertConfig` defaults, except `vocab_size` which is required.
+        """
+        if not isinstance(json_object, Mapping):
+            raise ConfigError(f"{source}: expected a JSON object, got {type(json_object).__name__}")
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(json_object) - known)
+        if unknown:
+            raise ConfigError(
+                f"{source}: unknown field(s) {', '.join(map(repr, unknown))}; a bert_config.json has "
+                f"{', '.join(sorted(known))}")
+        if "vocab_size" not in json_object:
+            raise ConfigError(f"{source}: required field 'vocab_size' is missing")
+        config = cls.__new__(cls)
+        for field in dataclasses.fields(cls):
+            default = field.default
+            setattr(config, field.name, copy.deepcopy(json_object.get(field.name, default)))
+        config.validate(source)
+        return config
+
+    @classmethod
+    def from_json_file(cls, json_file: str | os.PathLike) -> "BertConfig":
+        """Reads an original-format `bert_config.json`; errors name the file and the field."""
+        path = os.fspath(json_file)
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as e:
+            raise ConfigError(f"cannot read BERT config file {path}: {e.strerror}") from e
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}): {e.msg}") from e
+        return cls.from_dict(data, source=path)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The original JSON keys and values."""
+        return dataclasses.asdict(self)
+
+    def to_json_string(self) -> str:
+        """JSON text as the original writes it (sorted keys, indent 2, trailing newline)."""
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+    def to_json_file(self, json_file: str | os.PathLike) -> None:
+        """Writes `bert_config.json` atomically (never leaves a half-written file)."""
+        atomic_write_text(json_file, self.to_json_string())

@@ -1,0 +1,72 @@
+"""The BERT input embedding layer: word + token type + position, then LayerNorm and dropout."""
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from bert_tf.modeling.config import BertConfig
+
+LAYER_NORM_EPSILON = 1e-12
+
+
+def truncated_normal(config: BertConfig) -> keras.initializers.Initializer:
+    """The original's initializer: truncated normal with stddev `initializer_range`."""
+    return keras.initializers.TruncatedNormal(stddev=config.initializer_range)
+
+
+def layer_norm(name: str) -> keras.layers.LayerNormalization:
+    """LayerNorm over the last axis with the original's epsilon (1e-12) and biased variance."""
+    return keras.layers.LayerNormalization(axis=-1, epsilon=LAYER_NORM_EPSILON, name=name)
+
+
+class BertEmbeddings(keras.layers.Layer):
+    """Sum of word, token-type and position embeddings, LayerNorm (eps 1e-12), then dropout.
+
+    Variables (original names under `bert/embeddings/`): `word_embeddings` [vocab_size, H],
+    `token_type_embeddings` [type_vocab_size, H], `position_embeddings` [max_position_embeddings, H],
+    `LayerNorm/{gamma,beta}` [H].
+    """
+
+    def __init__(self, config: BertConfig, **kwargs):
+        super().__init__(**kwargs)
+        self.config = config
+        self.layer_norm = layer_norm("LayerNorm")
+        self.dropout = keras.layers.Dropout(config.hidden_dropout_prob)
+
+    def build(self, input_shape=None) -> None:
+        c = self.config
+        init = truncated_normal(c)
+        self.word_embeddings = self.add_weight(
+            name="word_embeddings", shape=(c.vocab_size, c.hidden_size), initializer=init)
+        self.token_type_embeddings = self.add_weight(
+            name="token_type_embeddings", shape=(c.type_vocab_size, c.hidden_size), initializer=init)
+        self.position_embeddings = self.add_weight(
+            name="position_embeddings", shape=(c.max_position_embeddings, c.hidden_size),
+            initializer=init)
+        self.layer_norm.build((None, None, c.hidden_size))
+        self.built = True
+
+    def call(self, input_word_ids: tf.Tensor, input_type_ids: tf.Tensor,
+             training: bool | None = None) -> tf.Tensor:
+        """Embeds a batch.
+
+        Args:
+          input_word_ids: int32 [batch, seq_len] WordPiece ids.
+          input_type_ids: int32 [batch, seq_len] segment ids (0 = sentence A, 1 = sentence B).
+          training: enables dropout.
+
+        Returns:
+          float [batch, seq_len, hidden_size]: the embedding output (after LayerNorm and dropout).
+        """
+        seq_len = tf.shape(input_word_ids)[1]
+        tf.debugging.assert_less_equal(
+            seq_len, self.config.max_position_embeddings,
+            message="sequence longer than max_position_embeddings")
+        word = tf.gather(self.word_embeddings, input_word_ids)
+        # The original multiplies a one-hot matrix by the table; a gather gives the same values.
+        token_type = tf.gather(self.token_type_embeddings, input_type_ids)
+        position = self.position_embeddings[:seq_len]
+        output = word + token_type
+        output = output + tf.cast(position, output.dtype)[tf.newaxis]
+        output = self.layer_norm(output)
+        return self.dropout(output, training=training)

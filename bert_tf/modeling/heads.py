@@ -1,0 +1,186 @@
+"""Heads on top of `BertEncoder`: pretraining (masked LM, next sentence) and fine-tuning heads.
+
+Variable names in the original checkpoints: masked LM `cls/predictions/transform/dense`,
+`cls/predictions/transform/LayerNorm`, `cls/predictions/output_bias` (weights tied to the word
+embeddings); next sentence `cls/seq_relationship/output_{weights,bias}`; sequence classification
+`output_{weights,bias}` (run_classifier.py); SQuAD spans `cls/squad/output_{weights,bias}`.
+"""
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from bert_tf.modeling.activations import get_activation
+from bert_tf.modeling.config import BertConfig
+from bert_tf.modeling.embeddings import layer_norm, truncated_normal
+
+
+def gather_indexes(sequence_tensor: tf.Tensor, positions: tf.Tensor) -> tf.Tensor:
+    """Picks vectors at per-example positions.
+
+    Args:
+      sequence_tensor: [batch, seq_len, H].
+      positions: int [batch, num_positions], indices into each example's own sequence.
+
+    Returns:
+      [batch * num_positions, H], batch-major (the original's layout).
+    """
+    gathered = tf.gather(sequence_tensor, tf.cast(positions, tf.int32), batch_dims=1)
+    return tf.reshape(gathered, [-1, tf.shape(sequence_tensor)[-1]])
+
+
+class _OutputProjection(keras.layers.Layer):
+    """logits = x @ output_weights^T + output_bias, with weights stored [num_outputs, H] as the
+    original stores them (not a Dense kernel [H, num_outputs])."""
+
+    def __init__(self, num_outputs: int, hidden_size: int, initializer, **kwargs):
+        super().__init__(**kwargs)
+        self.num_outputs = num_outputs
+        self.hidden_size = hidden_size
+        self.initializer = initializer
+
+    def build(self, input_shape=None) -> None:
+        self.output_weights = self.add_weight(name="output_weights",
+                                              shape=(self.num_outputs, self.hidden_size),
+                                              initializer=self.initializer)
+        self.output_bias = self.add_weight(name="output_bias", shape=(self.num_outputs,),
+                                           initializer="zeros")
+        self.built = True
+
+    def call(self, x: tf.Tensor) -> tf.Tensor:
+        """x [..., H] -> logits [..., num_outputs]."""
+        w = tf.cast(self.output_weights, x.dtype)
+        logits = tf.einsum("...h,oh->...o", x, w) if x.shape.rank != 2 else tf.matmul(
+            x, w, transpose_b=True)
+        return logits + tf.cast(self.output_bias, x.dtype)
+
+
+class MaskedLMHead(keras.layers.Layer):
+    """Masked-LM head: transform (dense + activation + LayerNorm), then logits over the vocabulary
+    with output weights tied to the word embedding table and a separate output bias.
+
+    `embedding_table` is the encoder's `word_embeddings` variable [vocab_size, H] (not copied).
+    """
+
+    def __init__(self, config: BertConfig, embedding_table, **kwargs):
+        kwargs.setdefault("name", "predictions")
+        super().__init__(**kwargs)
+        self.config = config
+        self.embedding_table = embedding_table
+        self.transform_dense = keras.layers.Dense(
+            config.hidden_size, activation=get_activation(config.hidden_act),
+            kernel_initializer=truncated_normal(config), name="transform_dense")
+        self.transform_layer_norm = layer_norm("transform_LayerNorm")
+
+    def build(self, input_shape=None) -> None:
+        self.transform_dense.build((None, self.config.hidden_size))
+        self.transform_layer_norm.build((None, self.config.hidden_size))
+        self.output_bias = self.add_weight(name="output_bias", shape=(self.config.vocab_size,),
+                                           initializer="zeros")
+        self.built = True
+
+    def transform(self, sequence_output: tf.Tensor, masked_lm_positions: tf.Tensor) -> tf.Tensor:
+        """[batch, seq, H], int [batch, P] -> transformed vectors [batch * P, H]."""
+        x = gather_indexes(sequence_output, masked_lm_positions)
+        return self.transform_layer_norm(self.transform_dense(x))
+
+    def call(self, sequence_output: tf.Tensor, masked_lm_positions: tf.Tensor) -> tf.Tensor:
+        """Args: sequence_output [batch, seq, H]; masked_lm_positions int [batch, P].
+
+        Returns: logits [batch, P, vocab_size].
+        """
+        x = self.transform(sequence_output, masked_lm_positions)
+        table = tf.cast(self.embedding_table, x.dtype)
+        logits = tf.matmul(x, table, transpose_b=True) + tf.cast(self.output_bias, x.dtype)
+        batch = tf.shape(masked_lm_positions)[0]
+        return tf.reshape(logits, [batch, -1, self.config.vocab_size])
+
+
+class NextSentenceHead(_OutputProjection):
+    """Next-sentence prediction: pooled [batch, H] -> logits [batch, 2] (0 = IsNext, 1 = random)."""
+
+    def __init__(self, config: BertConfig, **kwargs):
+        kwargs.setdefault("name", "seq_relationship")
+        super().__init__(2, config.hidden_size, truncated_normal(config), **kwargs)
+
+
+class ClassificationHead(keras.layers.Layer):
+    """Sequence classification/regression on the pooled [CLS] vector (run_classifier.py).
+
+    dropout(pooled [batch, H]) -> logits [batch, num_labels]; num_labels = 1 for regression.
+    """
+
+    def __init__(self, config: BertConfig, num_labels: int, dropout_rate: float = 0.1, **kwargs):
+        kwargs.setdefault("name", "classifier")
+        super().__init__(**kwargs)
+        self.num_labels = num_labels
+        self.dropout = keras.layers.Dropout(dropout_rate)
+        self.projection = _OutputProjection(num_labels, config.hidden_size,
+                                            truncated_normal(config), name="output")
+
+    def build(self, input_shape=None) -> None:
+        self.projection.build(None)
+        self.built = True
+
+    def call(self, pooled_output: tf.Tensor, training: bool | None = None) -> tf.Tensor:
+        return self.projection(self.dropout(pooled_output, training=training))
+
+
+class SpanHead(keras.layers.Layer):
+    """SQuAD span head: sequence [batch, seq, H] -> (start_logits, end_logits), each [batch, seq]."""
+
+    def __init__(self, config: BertConfig, **kwargs):
+        kwargs.setdefault("name", "squad")
+        super().__init__(**kwargs)
+        self.projection = _OutputProjection(2, config.hidden_size, truncated_normal(config),
+                                            name="output")
+
+    def build(self, input_shape=None) -> None:
+        self.projection.build(None)
+        self.built = True
+
+    def call(self, sequence_output: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        logits = self.projection(sequence_output)  # [B, S, 2]
+        return logits[..., 0], logits[..., 1]
+
+
+class TokenClassificationHead(keras.layers.Layer):
+    """Per-token labels (NER): dropout(sequence [batch, seq, H]) -> logits [batch, seq, num_labels]."""
+
+    def __init__(self, config: BertConfig, num_labels: int, dropout_rate: float = 0.1, **kwargs):
+        kwargs.setdefault("name", "token_classifier")
+        super().__init__(**kwargs)
+        self.num_labels = num_labels
+        self.dropout = keras.layers.Dropout(dropout_rate)
+        self.projection = _OutputProjection(num_labels, config.hidden_size,
+                                            truncated_normal(config), name="output")
+
+    def build(self, input_shape=None) -> None:
+        self.projection.build(None)
+        self.built = True
+
+    def call(self, sequence_output: tf.Tensor, training: bool | None = None) -> tf.Tensor:
+        return self.projection(self.dropout(sequence_output, training=training))
+
+
+class MultipleChoiceHead(keras.layers.Layer):
+    """SWAG-style multiple choice: one score per choice from its pooled [CLS] vector.
+
+    pooled [batch * num_choices, H] -> logits [batch, num_choices].
+    """
+
+    def __init__(self, config: BertConfig, num_choices: int, dropout_rate: float = 0.1, **kwargs):
+        kwargs.setdefault("name", "multiple_choice")
+        super().__init__(**kwargs)
+        self.num_choices = num_choices
+        self.dropout = keras.layers.Dropout(dropout_rate)
+        self.projection = _OutputProjection(1, config.hidden_size, truncated_normal(config),
+                                            name="output")
+
+    def build(self, input_shape=None) -> None:
+        self.projection.build(None)
+        self.built = True
+
+    def call(self, pooled_output: tf.Tensor, training: bool | None = None) -> tf.Tensor:
+        scores = self.projection(self.dropout(pooled_output, training=training))
+        return tf.reshape(scores, [-1, self.num_choices])

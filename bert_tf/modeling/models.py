@@ -1,0 +1,154 @@
+"""Encoder + head compositions: the pretraining model and the paper's fine-tuning models.
+
+Each model owns a `BertEncoder` as `.encoder` and its head(s); each `call` returns a dict of named
+tensors so that losses, metrics and SavedModel signatures refer to outputs by name.
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+import keras
+import tensorflow as tf
+
+from bert_tf.modeling.config import BertConfig
+from bert_tf.modeling.encoder import BertEncoder, canonical_inputs
+from bert_tf.modeling.heads import (ClassificationHead, MaskedLMHead, MultipleChoiceHead,
+                                    NextSentenceHead, SpanHead, TokenClassificationHead)
+
+
+def _dummy_inputs(seq_len: int = 2, batch: int = 1) -> dict[str, tf.Tensor]:
+    ids = tf.zeros([batch, seq_len], tf.int32)
+    return {"input_word_ids": ids, "input_mask": ids + 1, "input_type_ids": ids}
+
+
+class BertPretrainer(keras.Model):
+    """Encoder + masked-LM head + next-sentence head (`bert/*` and `cls/*` in the original).
+
+    Inputs: the encoder inputs plus `masked_lm_positions` int [batch, P].
+    Outputs: `masked_lm_logits` [batch, P, vocab], `next_sentence_logits` [batch, 2], and the
+    encoder's outputs (`sequence_output`, `pooled_output`, ...).
+    """
+
+    def __init__(self, config: BertConfig, encoder: BertEncoder | None = None, **kwargs):
+        kwargs.setdefault("name", "bert_pretrainer")
+        super().__init__(**kwargs)
+        self.config = config
+        self.encoder = encoder or BertEncoder(config)
+        self.masked_lm = MaskedLMHead(config, None)
+        self.next_sentence = NextSentenceHead(config)
+
+    def build(self, input_shape=None) -> None:
+        if not self.encoder.built:
+            self.encoder.build_from_config_shapes()
+        self.masked_lm.embedding_table = self.encoder.word_embeddings
+        self.masked_lm.build(None)
+        self.next_sentence.build(None)
+        self.built = True
+
+    def call(self, inputs: Mapping[str, tf.Tensor], training: bool | None = None,
+             return_attention_probs: bool = False) -> dict:
+        if self.masked_lm.embedding_table is None:
+            self.masked_lm.embedding_table = self.encoder.word_embeddings
+        outputs = dict(self.encoder(canonical_inputs(inputs), training=training,
+                                    return_attention_probs=return_attention_probs))
+        positions = inputs["masked_lm_positions"]
+        outputs["masked_lm_logits"] = self.masked_lm(outputs["sequence_output"], positions)
+        outputs["next_sentence_logits"] = self.next_sentence(outputs["pooled_output"])
+        return outputs
+
+    def build_from_config_shapes(self, seq_len: int = 2) -> "BertPretrainer":
+        """Creates every variable with a dummy batch; returns self."""
+        inputs = _dummy_inputs(seq_len)
+        inputs["masked_lm_positions"] = tf.zeros([1, 1], tf.int32)
+        self(inputs)
+        return self
+
+
+class BertClassifier(keras.Model):
+    """Sentence(-pair) classification or regression (GLUE): outputs `logits` [batch, num_labels]."""
+
+    def __init__(self, config: BertConfig, num_labels: int, encoder: BertEncoder | None = None,
+                 dropout_rate: float = 0.1, **kwargs):
+        kwargs.setdefault("name", "bert_classifier")
+        super().__init__(**kwargs)
+        self.config = config
+        self.num_labels = num_labels
+        self.encoder = encoder or BertEncoder(config)
+        self.classifier = ClassificationHead(config, num_labels, dropout_rate)
+
+    def call(self, inputs: Mapping[str, tf.Tensor], training: bool | None = None) -> dict:
+        outputs = self.encoder(canonical_inputs(inputs), training=training)
+        return {"logits": self.classifier(outputs["pooled_output"], training=training),
+                "pooled_output": outputs["pooled_output"]}
+
+    def build_from_config_shapes(self, seq_len: int = 2) -> "BertClassifier":
+        self(_dummy_inputs(seq_len))
+        return self
+
+
+class BertSpanLabeler(keras.Model):
+    """SQuAD: outputs `start_logits` and `end_logits`, each [batch, seq_len]."""
+
+    def __init__(self, config: BertConfig, encoder: BertEncoder | None = None, **kwargs):
+        kwargs.setdefault("name", "bert_span_labeler")
+        super().__init__(**kwargs)
+        self.config = config
+        self.encoder = encoder or BertEncoder(config)
+        self.span = SpanHead(config)
+
+    def call(self, inputs: Mapping[str, tf.Tensor], training: bool | None = None) -> dict:
+        outputs = self.encoder(canonical_inputs(inputs), training=training)
+        start, end = self.span(outputs["sequence_output"])
+        return {"start_logits": start, "end_logits": end}
+
+    def build_from_config_shapes(self, seq_len: int = 2) -> "BertSpanLabeler":
+        self(_dummy_inputs(seq_len))
+        return self
+
+
+class BertTokenClassifier(keras.Model):
+    """Token labelling (CoNLL-2003 NER): outputs `logits` [batch, seq_len, num_labels]."""
+
+    def __init__(self, config: BertConfig, num_labels: int, encoder: BertEncoder | None = None,
+                 dropout_rate: float = 0.1, **kwargs):
+        kwargs.setdefault("name", "bert_token_classifier")
+        super().__init__(**kwargs)
+        self.config = config
+        self.num_labels = num_labels
+        self.encoder = encoder or BertEncoder(config)
+        self.token_classifier = TokenClassificationHead(config, num_labels, dropout_rate)
+
+    def call(self, inputs: Mapping[str, tf.Tensor], training: bool | None = None) -> dict:
+        outputs = self.encoder(canonical_inputs(inputs), training=training)
+        return {"logits": self.token_classifier(outputs["sequence_output"], training=training)}
+
+    def build_from_config_shapes(self, seq_len: int = 2) -> "BertTokenClassifier":
+        self(_dummy_inputs(seq_len))
+        return self
+
+
+class BertMultipleChoice(keras.Model):
+    """SWAG-style multiple choice.
+
+    Inputs: encoder inputs of shape [batch, num_choices, seq_len]. Outputs `logits` [batch, num_choices].
+    """
+
+    def __init__(self, config: BertConfig, num_choices: int = 4, encoder: BertEncoder | None = None,
+                 dropout_rate: float = 0.1, **kwargs):
+        kwargs.setdefault("name", "bert_multiple_choice")
+        super().__init__(**kwargs)
+        self.config = config
+        self.num_choices = num_choices
+        self.encoder = encoder or BertEncoder(config)
+        self.multiple_choice = MultipleChoiceHead(config, num_choices, dropout_rate)
+
+    def call(self, inputs: Mapping[str, tf.Tensor], training: bool | None = None) -> dict:
+        flat = {k: tf.reshape(v, [-1, tf.shape(v)[-1]]) for k, v in canonical_inputs(inputs).items()}
+        outputs = self.encoder(flat, training=training)
+        return {"logits": self.multiple_choice(outputs["pooled_output"], training=training)}
+
+    def build_from_config_shapes(self, seq_len: int = 2) -> "BertMultipleChoice":
+        inputs = {k: tf.tile(v[:, tf.newaxis], [1, self.num_choices, 1])
+                  for k, v in _dummy_inputs(seq_len).items()}
+        self(inputs)
+        return self

@@ -1,0 +1,65 @@
+"""One post-LayerNorm transformer block, as the original `transformer_model` builds per layer."""
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from bert_tf.modeling.activations import get_activation
+from bert_tf.modeling.attention import BertSelfAttention
+from bert_tf.modeling.config import BertConfig
+from bert_tf.modeling.embeddings import layer_norm, truncated_normal
+
+
+class BertTransformerBlock(keras.layers.Layer):
+    """Self-attention → dense → dropout → LayerNorm(+residual) → FFN → dropout → LayerNorm(+residual).
+
+    Variables (original names under `bert/encoder/layer_<i>/`): `attention/self/{query,key,value}`,
+    `attention/output/dense`, `attention/output/LayerNorm`, `intermediate/dense` [H, I],
+    `output/dense` [I, H], `output/LayerNorm`.
+    """
+
+    def __init__(self, config: BertConfig, **kwargs):
+        super().__init__(**kwargs)
+        init = truncated_normal(config)
+        self.hidden_size = config.hidden_size
+        self.attention = BertSelfAttention(config, name="self")
+        self.attention_output = keras.layers.Dense(config.hidden_size, kernel_initializer=init,
+                                                   name="attention_output_dense")
+        self.attention_dropout = keras.layers.Dropout(config.hidden_dropout_prob)
+        self.attention_layer_norm = layer_norm("attention_output_LayerNorm")
+        self.intermediate = keras.layers.Dense(
+            config.intermediate_size, activation=get_activation(config.hidden_act),
+            kernel_initializer=init, name="intermediate_dense")
+        self.output_dense = keras.layers.Dense(config.hidden_size, kernel_initializer=init,
+                                               name="output_dense")
+        self.output_dropout = keras.layers.Dropout(config.hidden_dropout_prob)
+        self.output_layer_norm = layer_norm("output_LayerNorm")
+
+    def build(self, input_shape) -> None:
+        h = (None, None, self.hidden_size)
+        self.attention.build(h)
+        self.attention_output.build(h)
+        self.attention_layer_norm.build(h)
+        self.intermediate.build(h)
+        self.output_dense.build((None, None, self.intermediate.units))
+        self.output_layer_norm.build(h)
+        self.built = True
+
+    def call(self, hidden_states: tf.Tensor, mask_adder: tf.Tensor, training: bool | None = None,
+             return_probs: bool = False):
+        """Args: hidden_states float [batch, seq, H]; mask_adder [batch, 1, 1, seq].
+
+        Returns: float [batch, seq, H] (and attention probs [batch, N, seq, seq] if `return_probs`).
+        """
+        attended = self.attention(hidden_states, mask_adder, training=training,
+                                  return_probs=return_probs)
+        if return_probs:
+            attended, probs = attended
+        attention_output = self.attention_dropout(self.attention_output(attended), training=training)
+        attention_output = self.attention_layer_norm(attention_output + hidden_states)
+        layer_output = self.output_dense(self.intermediate(attention_output))
+        layer_output = self.output_dropout(layer_output, training=training)
+        layer_output = self.output_layer_norm(layer_output + attention_output)
+        if return_probs:
+            return layer_output, probs
+        return layer_output

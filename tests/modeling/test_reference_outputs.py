@@ -1,0 +1,101 @@
+"""The encoder and pretraining heads against the original release's own forward pass.
+
+Fixture: ../shared/fixtures/original/checkpoint (tiny BERT, non-default init so that a missing bias,
+a wrong epsilon or the erf GELU would show). Tolerances from the fixture README §7.
+"""
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.checkpoints import load_original_checkpoint
+from bert_tf.modeling import (BertConfig, BertPretrainer, attention_mask_adder, gelu, gelu_exact,
+                              masked_lm_loss, next_sentence_loss)
+from bert_tf.modeling.embeddings import layer_norm
+
+HIDDEN_ATOL = 1e-5
+LOGPROB_ATOL = 5e-5
+
+
+@pytest.fixture(scope="module")
+def reference(original_fixtures):
+    ckpt = original_fixtures / "checkpoint"
+    config = BertConfig.from_json_file(ckpt / "bert_config.json")
+    model = BertPretrainer(config).build_from_config_shapes()
+    load_original_checkpoint(model, ckpt / "bert_model.ckpt", heads="required")
+    inputs = json.loads((ckpt / "inputs.json").read_text())
+    feeds = {k: tf.constant(inputs[k], tf.int32)
+             for k in ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")}
+    outputs = model(feeds, training=False, return_attention_probs=True)
+    ref = dict(np.load(ckpt / "reference_outputs.npz"))
+    return model, inputs, feeds, outputs, ref
+
+
+def test_hidden_states(reference):
+    _, _, _, out, ref = reference
+    np.testing.assert_allclose(out["embedding_output"], ref["embedding_output"], atol=HIDDEN_ATOL, rtol=0)
+    np.testing.assert_allclose(np.stack(out["encoder_outputs"]), ref["all_encoder_layers"],
+                               atol=HIDDEN_ATOL, rtol=0)
+    np.testing.assert_allclose(out["sequence_output"], ref["sequence_output"], atol=HIDDEN_ATOL, rtol=0)
+    np.testing.assert_allclose(out["pooled_output"], ref["pooled_output"], atol=HIDDEN_ATOL, rtol=0)
+
+
+def test_padding_positions_use_input_mask_only(reference):
+    """Example 2 has non-zero ids and segment 1 under input_mask=0: its real positions must match
+    the original, which masks with input_mask (an id==0 mask would differ)."""
+    _, inputs, _, out, ref = reference
+    mask = np.asarray(inputs["input_mask"][2]).astype(bool)
+    assert not mask.all() and np.asarray(inputs["input_ids"][2])[~mask].any()
+    np.testing.assert_allclose(np.asarray(out["sequence_output"])[2], ref["sequence_output"][2],
+                               atol=HIDDEN_ATOL, rtol=0)
+
+
+def test_attention(reference):
+    _, inputs, _, out, ref = reference
+    np.testing.assert_allclose(np.stack(out["attention_probs"]), ref["debug_attention_probs"],
+                               atol=HIDDEN_ATOL, rtol=0)
+    adder = attention_mask_adder(tf.constant(inputs["input_mask"]))  # [B, 1, 1, S]
+    expected_adder = (1.0 - ref["debug_attention_mask"]) * -10000.0  # [B, S, S]
+    np.testing.assert_array_equal(np.broadcast_to(np.asarray(adder)[:, 0], expected_adder.shape),
+                                  expected_adder)
+    # masked keys get exactly zero probability
+    probs = np.stack(out["attention_probs"])
+    masked = ref["debug_attention_mask"][None, :, None, :, :] == 0
+    assert np.all(probs[np.broadcast_to(masked, probs.shape)] == 0.0)
+
+
+def test_pretraining_heads_and_losses(reference):
+    model, inputs, feeds, out, ref = reference
+    transformed = model.masked_lm.transform(out["sequence_output"], feeds["masked_lm_positions"])
+    np.testing.assert_allclose(transformed, ref["debug_mlm_transform_output"], atol=HIDDEN_ATOL, rtol=0)
+    mlm, mlm_per, mlm_lp = masked_lm_loss(out["masked_lm_logits"], inputs["masked_lm_ids"],
+                                          inputs["masked_lm_weights"])
+    np.testing.assert_allclose(mlm_lp, ref["masked_lm_log_probs"], atol=LOGPROB_ATOL, rtol=0)
+    np.testing.assert_allclose(mlm_per, ref["masked_lm_example_loss"], atol=LOGPROB_ATOL, rtol=0)
+    np.testing.assert_allclose(mlm, ref["masked_lm_loss"], atol=HIDDEN_ATOL, rtol=0)
+    nsp, nsp_per, nsp_lp = next_sentence_loss(out["next_sentence_logits"],
+                                              inputs["next_sentence_labels"])
+    np.testing.assert_allclose(nsp_lp, ref["next_sentence_log_probs"], atol=LOGPROB_ATOL, rtol=0)
+    np.testing.assert_allclose(nsp_per, ref["next_sentence_example_loss"], atol=HIDDEN_ATOL, rtol=0)
+    np.testing.assert_allclose(nsp, ref["next_sentence_loss"], atol=HIDDEN_ATOL, rtol=0)
+    np.testing.assert_allclose(mlm + nsp, ref["total_loss"], atol=HIDDEN_ATOL, rtol=0)
+
+
+def test_dropout_is_active_only_in_training(reference):
+    model, _, feeds, out, _ = reference
+    again = model(feeds, training=False)
+    np.testing.assert_array_equal(again["sequence_output"], out["sequence_output"])
+    trained = model(feeds, training=True)
+    assert np.max(np.abs(np.asarray(trained["sequence_output"]) - out["sequence_output"])) > 1e-3
+
+
+def test_gelu_and_layer_norm(original_fixtures):
+    ref = np.load(original_fixtures / "misc" / "gelu_layernorm_reference.npz")
+    x = tf.constant(ref["gelu_x"])
+    np.testing.assert_allclose(gelu(x), ref["gelu_original_tanh_approx"], atol=1e-6, rtol=1e-6)
+    np.testing.assert_allclose(gelu_exact(x), ref["gelu_exact_erf_for_comparison"], atol=1e-6,
+                               rtol=1e-6)
+    ln = layer_norm("LayerNorm")
+    out = ln(tf.constant(ref["layer_norm_input"]))
+    np.testing.assert_allclose(out, ref["layer_norm_output_gamma1_beta0"], atol=1e-5, rtol=1e-6)
