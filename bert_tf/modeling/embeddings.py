@@ -63,8 +63,11 @@ class BertEmbeddings(keras.layers.Layer):
             seq_len, self.config.max_position_embeddings,
             message="sequence longer than max_position_embeddings")
         word = tf.gather(self.word_embeddings, input_word_ids)
-        # The original multiplies a one-hot matrix by the table; a gather gives the same values.
-        token_type = tf.gather(self.token_type_embeddings, input_type_ids)
+        # A one-hot matmul, as the original: same values as a gather, but its gradient is dense,
+        # which the global-norm clipping sees differently from a gather's IndexedSlices.
+        one_hot = tf.one_hot(input_type_ids, self.config.type_vocab_size,
+                             dtype=self.token_type_embeddings.dtype)
+        token_type = tf.einsum("bst,th->bsh", one_hot, self.token_type_embeddings)
         position = self.position_embeddings[:seq_len]
         output = word + token_type
         output = output + tf.cast(position, output.dtype)[tf.newaxis]

@@ -1,0 +1,150 @@
+"""The original BERT optimizer and learning-rate schedule, as Keras 3 objects.
+
+`AdamWeightDecay` is the original `AdamWeightDecayOptimizer`: Adam moments with **no bias
+correction**, ε added outside the square root, and decoupled weight decay `lr * rate * param`
+added to the update for every variable whose name does not match "LayerNorm", "layer_norm" or
+"bias". `WarmupPolynomialDecay` is linear warm-up from 0, then linear decay to 0 at
+`num_train_steps`, both evaluated at the step count *before* the update (as the original's
+comments describe and as XLA/TPU execution does).
+"""
+from __future__ import annotations
+
+import re
+from typing import Iterable, Mapping
+
+import keras
+import tensorflow as tf
+
+DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
+
+
+class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """lr(step) = init_lr·step/warmup while step < warmup, else init_lr·(1 − min(step, T)/T)^power.
+
+    The decay counts from step 0 (not from the end of warm-up), as the original: with lr 1e-4,
+    warm-up 2 and T = 10 the rates of steps 0..4 are 0, 5e-5, 8e-5, 7e-5, 6e-5.
+    """
+
+    def __init__(self, init_lr: float, num_train_steps: int, num_warmup_steps: int = 0,
+                 end_lr: float = 0.0, power: float = 1.0):
+        super().__init__()
+        if num_train_steps <= 0:
+            raise ValueError(f"num_train_steps must be positive, got {num_train_steps}")
+        if num_warmup_steps < 0:
+            raise ValueError(f"num_warmup_steps must be >= 0, got {num_warmup_steps}")
+        self.init_lr = init_lr
+        self.num_train_steps = num_train_steps
+        self.num_warmup_steps = num_warmup_steps
+        self.end_lr = end_lr
+        self.power = power
+
+    def __call__(self, step):
+        step = tf.cast(step, tf.float32)
+        frac = tf.minimum(step, float(self.num_train_steps)) / float(self.num_train_steps)
+        decayed = (self.init_lr - self.end_lr) * tf.pow(1.0 - frac, self.power) + self.end_lr
+        if self.num_warmup_steps == 0:
+            return decayed
+        warmup = self.init_lr * step / float(self.num_warmup_steps)
+        return tf.where(step < float(self.num_warmup_steps), warmup, decayed)
+
+    def get_config(self) -> dict:
+        return {"init_lr": self.init_lr, "num_train_steps": self.num_train_steps,
+                "num_warmup_steps": self.num_warmup_steps, "end_lr": self.end_lr,
+                "power": self.power}
+
+
+class AdamWeightDecay(keras.optimizers.Optimizer):
+    """The original `AdamWeightDecayOptimizer` (no bias correction, decoupled weight decay).
+
+    Args:
+      learning_rate: float or schedule (called with the pre-update iteration count).
+      weight_decay_rate: decay coefficient (0.01 in BERT).
+      beta_1, beta_2, epsilon: Adam constants (0.9, 0.999, 1e-6 in BERT).
+      exclude_from_weight_decay: regexes searched in a variable's name; matches are not decayed.
+      variable_names: optional {id(variable) or variable.path: name} used for the decay decision
+        and slot names (e.g. the original TF1 names from `checkpoints.variable_map`); defaults to
+        each variable's Keras path.
+    """
+
+    def __init__(self, learning_rate=1e-4, weight_decay_rate: float = 0.01, beta_1: float = 0.9,
+                 beta_2: float = 0.999, epsilon: float = 1e-6,
+                 exclude_from_weight_decay: Iterable[str] = DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY,
+                 variable_names: Mapping | None = None, name: str = "AdamWeightDecay", **kwargs):
+        super().__init__(learning_rate=learning_rate, name=name, **kwargs)
+        self.weight_decay_rate = weight_decay_rate
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.epsilon = epsilon
+        self.exclude_from_weight_decay = tuple(exclude_from_weight_decay)
+        self._names = dict(variable_names or {})
+
+    def variable_name(self, variable) -> str:
+        """The name used for the decay rule: the given original name, else the Keras path."""
+        return self._names.get(variable.path, variable.path)
+
+    def uses_weight_decay(self, variable) -> bool:
+        if not self.weight_decay_rate:
+            return False
+        name = self.variable_name(variable)
+        return not any(re.search(p, name) for p in self.exclude_from_weight_decay)
+
+    def build(self, var_list) -> None:
+        if self.built:
+            return
+        super().build(var_list)
+        self._m, self._v = [], []
+        for var in var_list:
+            self._m.append(self.add_variable_from_reference(var, "adam_m"))
+            self._v.append(self.add_variable_from_reference(var, "adam_v"))
+        self._decay = [self.uses_weight_decay(v) for v in var_list]
+
+    def moments(self, variable) -> tuple:
+        """(adam_m, adam_v) slot variables of a model variable."""
+        i = self._get_variable_index(variable)
+        return self._m[i], self._v[i]
+
+    def update_step(self, gradient, variable, learning_rate) -> None:
+        lr = tf.cast(learning_rate, variable.dtype)
+        grad = tf.cast(tf.convert_to_tensor(gradient), variable.dtype)
+        i = self._get_variable_index(variable)
+        m, v = self._m[i], self._v[i]
+        next_m = self.beta_1 * m + (1.0 - self.beta_1) * grad
+        next_v = self.beta_2 * v + (1.0 - self.beta_2) * tf.square(grad)
+        update = next_m / (tf.sqrt(next_v) + self.epsilon)
+        if self._decay[i]:
+            update += self.weight_decay_rate * variable
+        variable.assign(variable - lr * update)
+        m.assign(next_m)
+        v.assign(next_v)
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        config.update(weight_decay_rate=self.weight_decay_rate, beta_1=self.beta_1,
+                      beta_2=self.beta_2, epsilon=self.epsilon,
+                      exclude_from_weight_decay=list(self.exclude_from_weight_decay))
+        return config
+
+
+def create_optimizer(init_lr: float, num_train_steps: int, num_warmup_steps: int,
+                     optimizer_type: str = "adamw", variable_names: Mapping | None = None,
+                     weight_decay_rate: float = 0.01) -> keras.optimizers.Optimizer:
+    """The original `create_optimizer` (without the clipping, which the train step does).
+
+    `optimizer_type`: "adamw" (the original's) or "lamb" (Keras LAMB with the same schedule and
+    weight-decay exclusions, for large-batch pretraining).
+    """
+    schedule = WarmupPolynomialDecay(init_lr, num_train_steps, num_warmup_steps)
+    if optimizer_type == "adamw":
+        return AdamWeightDecay(learning_rate=schedule, weight_decay_rate=weight_decay_rate,
+                               variable_names=variable_names)
+    if optimizer_type == "lamb":
+        opt = keras.optimizers.Lamb(learning_rate=schedule, beta_1=0.9, beta_2=0.999,
+                                    epsilon=1e-6, weight_decay=weight_decay_rate)
+        opt.exclude_from_weight_decay(var_names=list(DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY))
+        return opt
+    raise ValueError(f"unknown optimizer {optimizer_type!r}; expected 'adamw' or 'lamb'")
+
+
+def clip_by_global_norm(grads: list, clip_norm: float = 1.0) -> tuple[list, tf.Tensor]:
+    """The original's `tf.clip_by_global_norm(grads, 1.0)`; returns (clipped grads, norm)."""
+    return tf.clip_by_global_norm(grads, clip_norm)

@@ -1,0 +1,70 @@
+"""Five steps of the original AdamWeightDecayOptimizer (../shared/fixtures/original/optimizer):
+losses and learning rate per step, and weights and Adam slots after 5 steps."""
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.checkpoints import load_original_checkpoint, variable_map
+from bert_tf.modeling import BertConfig, BertPretrainer
+from bert_tf.training import WarmupPolynomialDecay, create_optimizer, train_step
+
+
+def test_schedule_matches_formula():
+    schedule = WarmupPolynomialDecay(1e-4, num_train_steps=10, num_warmup_steps=2)
+    got = [float(schedule(s)) for s in range(12)]
+    np.testing.assert_allclose(got, [0, 5e-5, 8e-5, 7e-5, 6e-5, 5e-5, 4e-5, 3e-5, 2e-5, 1e-5, 0, 0],
+                               atol=1e-12, rtol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def five_steps(original_fixtures):
+    opt_dir = original_fixtures / "optimizer"
+    log = json.loads((opt_dir / "training_log.json").read_text())
+    config = BertConfig.from_json_file(opt_dir / "bert_config_no_dropout.json")
+    model = BertPretrainer(config).build_from_config_shapes()
+    load_original_checkpoint(model, original_fixtures / "checkpoint" / "bert_model.ckpt",
+                             heads="required")
+    names = {v.path: n for n, v in variable_map(model).items()}
+    optimizer = create_optimizer(log["init_lr"], log["num_train_steps"], log["num_warmup_steps"],
+                                 variable_names=names)
+    batch = {k: tf.constant(v, tf.float32 if k == "masked_lm_weights" else tf.int32)
+             for k, v in log["batch"].items()}
+    step = tf.function(lambda b: train_step(model, optimizer, b))
+    results = [{k: float(v) for k, v in step(batch).items()} for _ in range(log["steps_run"])]
+    return log, model, optimizer, results
+
+
+def test_losses_and_learning_rate_per_step(five_steps):
+    log, _, _, results = five_steps
+    for want, got in zip(log["steps"], results):
+        assert got["learning_rate"] == pytest.approx(want["learning_rate"], abs=1e-12)
+        for key in ("total_loss", "masked_lm_loss", "next_sentence_loss"):
+            ours = got["loss" if key == "total_loss" else key]
+            assert ours == pytest.approx(want[key], abs=1e-5), (want["step"], key)
+        assert got["grad_norm"] == pytest.approx(want["global_grad_norm_before_clip"], rel=1e-5)
+
+
+def test_weights_and_slots_after_five_steps(five_steps, original_fixtures):
+    log, model, optimizer, _ = five_steps
+    reader = tf.train.load_checkpoint(str(original_fixtures / "optimizer" / "after_5_steps.ckpt"))
+    assert reader.get_tensor("global_step") == optimizer.iterations.numpy() == 5
+    for name, var in variable_map(model).items():
+        want = reader.get_tensor(name)
+        atol = 1e-6
+        np.testing.assert_allclose(var.numpy(), want, atol=atol, rtol=0, err_msg=name)
+        m, v = optimizer.moments(var)
+        if name == "bert/embeddings/word_embeddings":  # slots summarised in the fixture
+            stats = np.load(original_fixtures / "optimizer" / "word_embeddings_adam_slots_stats.npz")
+            np.testing.assert_allclose(np.linalg.norm(m.numpy(), axis=1), stats["adam_m_row_l2"],
+                                       atol=1e-6, rtol=1e-4)
+            np.testing.assert_allclose(v.numpy().sum(axis=1), stats["adam_v_row_sum"],
+                                       atol=1e-9, rtol=1e-4)
+            continue
+        np.testing.assert_allclose(m.numpy(), reader.get_tensor(name + "/adam_m"), atol=1e-6,
+                                   rtol=1e-4, err_msg=name + "/adam_m")
+        np.testing.assert_allclose(v.numpy(), reader.get_tensor(name + "/adam_v"), atol=1e-9,
+                                   rtol=1e-4, err_msg=name + "/adam_v")
+    decayed = {n: optimizer.uses_weight_decay(v) for n, v in variable_map(model).items()}
+    assert decayed == log["weight_decay_applied"]
