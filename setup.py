@@ -15,6 +15,8 @@ setup(
         "tensorflow-text==2.21.*",
         "tensorflow-datasets",
         "absl-py",
+        # tf.summary needs it for TensorBoard training curves (TF 2.21 no longer bundles it).
+        "tensorboard",
         # Reads Hugging Face `.safetensors` BERT weights (the format HF ships pretrained weights in).
         "safetensors",
         "numpy",

@@ -71,6 +71,9 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
                  exclude_from_weight_decay: Iterable[str] = DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY,
                  variable_names: Mapping | None = None, name: str = "AdamWeightDecay", **kwargs):
         super().__init__(learning_rate=learning_rate, name=name, **kwargs)
+        # False when the caller all-reduces gradients itself (the trainer does, so that clipping
+        # sees the global gradient as in the original); then they are not summed a second time.
+        self.aggregate_gradients = True
         self.weight_decay_rate = weight_decay_rate
         self.beta_1 = beta_1
         self.beta_2 = beta_2
@@ -117,12 +120,31 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         m.assign(next_m)
         v.assign(next_v)
 
+    def _all_reduce_sum_gradients(self, grads_and_vars):
+        # Keras' TF optimizer sums replica gradients here; skipped when already aggregated.
+        if self.aggregate_gradients:
+            return super()._all_reduce_sum_gradients(grads_and_vars)
+        return list(grads_and_vars)
+
     def get_config(self) -> dict:
         config = super().get_config()
         config.update(weight_decay_rate=self.weight_decay_rate, beta_1=self.beta_1,
                       beta_2=self.beta_2, epsilon=self.epsilon,
                       exclude_from_weight_decay=list(self.exclude_from_weight_decay))
         return config
+
+
+class Lamb(keras.optimizers.Lamb):
+    """Keras LAMB that, like `AdamWeightDecay`, can take gradients already summed over replicas."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.aggregate_gradients = True
+
+    def _all_reduce_sum_gradients(self, grads_and_vars):
+        if self.aggregate_gradients:
+            return super()._all_reduce_sum_gradients(grads_and_vars)
+        return list(grads_and_vars)
 
 
 def create_optimizer(init_lr: float, num_train_steps: int, num_warmup_steps: int,
@@ -138,7 +160,7 @@ def create_optimizer(init_lr: float, num_train_steps: int, num_warmup_steps: int
         return AdamWeightDecay(learning_rate=schedule, weight_decay_rate=weight_decay_rate,
                                variable_names=variable_names)
     if optimizer_type == "lamb":
-        opt = keras.optimizers.Lamb(learning_rate=schedule, beta_1=0.9, beta_2=0.999,
+        opt = Lamb(learning_rate=schedule, beta_1=0.9, beta_2=0.999,
                                     epsilon=1e-6, weight_decay=weight_decay_rate)
         opt.exclude_from_weight_decay(var_names=list(DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY))
         return opt
