@@ -1,0 +1,82 @@
+"""The encoder as a reusable SavedModel (TF Hub BERT convention).
+
+The SavedModel is callable as `obj(inputs, training=False)` with a dict of int32 [batch, seq]
+`input_word_ids`, `input_mask`, `input_type_ids` and returns `pooled_output` [batch, H],
+`sequence_output` [batch, seq, H] and `encoder_outputs` (list of L [batch, seq, H]); it carries
+`variables` / `trainable_variables` for fine-tuning, and a `serving_default` signature with the
+same inputs and outputs (`encoder_outputs` stacked: [L, batch, seq, H]).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+
+import tensorflow as tf
+
+from bert_tf.modeling import BertEncoder
+
+
+def _tf_variable(v):
+    return v.value if hasattr(v, "value") and isinstance(v.value, tf.Variable) else v
+
+
+def encoder_savedmodel_root(encoder: BertEncoder) -> tf.train.Checkpoint:
+    """The object that is saved: `__call__(inputs, training)`, `variables`,
+    `trainable_variables`, `regularization_losses` (TF Hub reusable-SavedModel API) and
+    `serving_default`. The Keras model itself is kept out of the object graph (Keras 3 would add
+    a float32 signature of its own); its variables are tracked directly."""
+    spec = {k: tf.TensorSpec([None, None], tf.int32, name=k)
+            for k in ("input_word_ids", "input_mask", "input_type_ids")}
+
+    def call(inputs, training=False):
+        out = encoder(inputs, training=training)
+        return {"pooled_output": out["pooled_output"], "sequence_output": out["sequence_output"],
+                "encoder_outputs": out["encoder_outputs"]}
+
+    def serve(input_word_ids, input_mask, input_type_ids):
+        out = call({"input_word_ids": input_word_ids, "input_mask": input_mask,
+                    "input_type_ids": input_type_ids}, training=False)
+        return {"pooled_output": out["pooled_output"], "sequence_output": out["sequence_output"],
+                "encoder_outputs": tf.stack(out["encoder_outputs"])}
+
+    root = tf.train.Checkpoint()
+    root.variables = [_tf_variable(v) for v in encoder.variables]
+    root.trainable_variables = [_tf_variable(v) for v in encoder.trainable_variables]
+    root.regularization_losses = []
+    root.bert_config_json = tf.Variable(encoder.config.to_json_string(), trainable=False)
+    root.__call__ = tf.function(call)
+    for training in (False, True):
+        root.__call__.get_concrete_function(spec, training=training)
+    root.serving_default = tf.function(serve, input_signature=[
+        spec["input_word_ids"], spec["input_mask"], spec["input_type_ids"]])
+    return root
+
+
+def export_encoder_savedmodel(encoder: BertEncoder, export_dir: str, overwrite: bool = False) -> str:
+    """Saves the encoder to `export_dir` atomically (written beside it, then renamed).
+
+    An existing `export_dir` is an error unless `overwrite`; it is replaced only after the new
+    export is complete.
+    """
+    export_dir = os.path.abspath(export_dir)
+    if os.path.exists(export_dir) and not overwrite:
+        raise FileExistsError(f"{export_dir} already exists; refusing to overwrite it")
+    parent = os.path.dirname(export_dir)
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(export_dir)}.tmp", dir=parent)
+    try:
+        root = encoder_savedmodel_root(encoder)
+        tf.saved_model.save(root, tmp, signatures={"serving_default": root.serving_default})
+        if os.path.exists(export_dir):
+            old = tmp + ".old"
+            os.replace(export_dir, old)
+            os.replace(tmp, export_dir)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, export_dir)
+    finally:
+        with contextlib.suppress(OSError):
+            shutil.rmtree(tmp)
+    return export_dir
