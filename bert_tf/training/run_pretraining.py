@@ -64,8 +64,6 @@ def expand_input_files(patterns: str) -> list[str]:
 
 def run_pretraining(run: PretrainingRun) -> dict:
     """Trains and/or evaluates as the flags say; returns {"train": records, "eval": metrics}."""
-    from bert_tf import data as bert_data
-
     if not (run.do_train or run.do_eval):
         raise ValueError("at least one of --do_train or --do_eval must be True")
     config = BertConfig.from_json_file(run.bert_config_file)
@@ -97,6 +95,8 @@ def run_pretraining(run: PretrainingRun) -> dict:
     result: dict = {}
 
     def input_fn(is_training: bool, global_batch: int):
+        from bert_tf import data as bert_data
+
         def dataset_fn(ctx):
             return bert_data.pretraining_dataset(
                 files, max_seq_length=run.max_seq_length,
