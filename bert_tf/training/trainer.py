@@ -87,6 +87,17 @@ class PretrainingTrainer:
                                               variable_names=names)
             self.optimizer.aggregate_gradients = False  # the step all-reduces before clipping
             self.optimizer.build(self.model.trainable_variables)
+            # Steps run, including steps skipped by loss scaling (which do not advance the
+            # optimizer's iteration count, hence the schedule); the input position follows this.
+            self.global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
+                                           aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+            self.loss_scale_optimizer = None
+            if keras.mixed_precision.global_policy().name == "mixed_float16":
+                # Dynamic loss scaling: it unscales, skips non-finite steps and adapts the scale;
+                # the wrapped optimizer then clips (global norm 1.0) and applies.
+                self.optimizer.global_clipnorm = 1.0
+                self.loss_scale_optimizer = keras.optimizers.LossScaleOptimizer(self.optimizer)
+                self.loss_scale_optimizer.build(self.model.trainable_variables)
         self.history: list[dict] = []
         self._train_iterator = None
         self._checkpoint = None
@@ -98,16 +109,19 @@ class PretrainingTrainer:
         return os.path.join(self.options.output_dir, "training_checkpoints")
 
     def _setup_checkpoints(self) -> None:
-        self._checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer)
+        self._checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer,
+                                               global_step=self.global_step)
+        if self.loss_scale_optimizer is not None:
+            self._checkpoint.loss_scale_optimizer = self.loss_scale_optimizer
         self._manager = tf.train.CheckpointManager(
             self._checkpoint, self.checkpoint_dir, max_to_keep=self.options.keep_checkpoint_max,
-            step_counter=self.optimizer.iterations, checkpoint_name="ckpt")
+            step_counter=self.global_step, checkpoint_name="ckpt")
 
     def _restore_or_initialize(self) -> None:
         latest = self._manager.latest_checkpoint
         if latest:
             self._checkpoint.restore(latest).assert_existing_objects_matched()
-            logging.info("Resumed from %s at step %d", latest, int(self.optimizer.iterations))
+            logging.info("Resumed from %s at step %d", latest, int(self.global_step))
         elif self.options.init_checkpoint:
             load_original_checkpoint(self.model, self.options.init_checkpoint)
             logging.info("Initialised weights from %s", self.options.init_checkpoint)
@@ -124,11 +138,17 @@ class PretrainingTrainer:
             mlm = parts["mlm_nll_sum"] / (tf.stop_gradient(weight_sum) + 1e-5)
             nsp = parts["nsp_nll_sum"] / tf.stop_gradient(count)
             loss = mlm + nsp  # this replica's share; the sum over replicas is the global loss
-        grads = tape.gradient(loss, variables)
+            lso = self.loss_scale_optimizer
+            scaled = lso.scale_loss(loss) if lso is not None else loss
+        grads = tape.gradient(scaled, variables)
         grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
-        clipped, norm = tf.clip_by_global_norm(grads, 1.0)
         learning_rate = self.optimizer.learning_rate
-        self.optimizer.apply_gradients(zip(clipped, variables))
+        if lso is not None:
+            norm = tf.linalg.global_norm(grads) / tf.cast(lso.dynamic_scale, tf.float32)
+            lso.apply_gradients(zip(grads, variables))
+        else:
+            clipped, norm = tf.clip_by_global_norm(grads, 1.0)
+            self.optimizer.apply_gradients(zip(clipped, variables))
         mlm, nsp = ctx.all_reduce(tf.distribute.ReduceOp.SUM, [mlm, nsp])
         return {"loss": mlm + nsp, "masked_lm_loss": mlm, "next_sentence_loss": nsp,
                 "learning_rate": tf.cast(learning_rate, tf.float32), "grad_norm": norm}
@@ -145,6 +165,7 @@ class PretrainingTrainer:
             history = tf.TensorArray(tf.float32, size=num_steps)
             for i in tf.range(num_steps):
                 per_replica = strategy.run(step_fn, args=(next(iterator),))
+                self.global_step.assign_add(1)
                 values = [strategy.experimental_local_results(per_replica[k])[0] for k in keys]
                 history = history.write(i, tf.stack(values))
             stacked = history.stack()  # [num_steps, len(keys)]
@@ -168,14 +189,14 @@ class PretrainingTrainer:
         opts = self.options
         self._setup_checkpoints()
         self._restore_or_initialize()
-        consumed = int(self.optimizer.iterations.numpy())
+        consumed = int(self.global_step.numpy())
         dist = self.strategy.distribute_datasets_from_function(
             lambda ctx: dataset_fn(ctx).skip(consumed))
         iterator = iter(dist)
         train_loop = self._make_train_loop()
         writer = tf.summary.create_file_writer(os.path.join(opts.output_dir, "train"))
         end = min(opts.num_train_steps, stop_after_step or opts.num_train_steps)
-        step = int(self.optimizer.iterations.numpy())
+        step = int(self.global_step.numpy())
         start_step, t_start = step, time.perf_counter()
         records = []
         while step < end:
@@ -240,7 +261,7 @@ class PretrainingTrainer:
         if not batches:
             raise ValueError("the evaluation input gave no complete batch")
         result = {
-            "global_step": int(self.optimizer.iterations.numpy()),
+            "global_step": int(self.global_step.numpy()),
             "loss": loss_sum / batches,
             "masked_lm_accuracy": totals["mlm_correct_sum"] / totals["mlm_weight_sum"],
             "masked_lm_loss": totals["mlm_nll_sum"] / totals["mlm_weight_sum"],
@@ -253,7 +274,7 @@ class PretrainingTrainer:
 
     def export_original_checkpoint(self) -> str:
         """Writes `output_dir/model.ckpt-<step>` with the original TF1 names (+ global_step)."""
-        step = int(self.optimizer.iterations.numpy())
+        step = int(self.global_step.numpy())
         prefix = os.path.join(self.options.output_dir, f"model.ckpt-{step}")
         return save_original_checkpoint(self.model, prefix, overwrite=True,
                                         extra={"global_step": np.int64(step)})
@@ -267,11 +288,8 @@ def _format_eta(seconds: float) -> str:
 
 
 def set_mixed_precision(policy: str) -> None:
-    """"float32", "mixed_bfloat16" (no loss scaling needed). "mixed_float16" needs dynamic loss
-    scaling in the step, which is not wired yet: refused with a clear error."""
-    if policy == "mixed_float16":
-        raise NotImplementedError("--mixed_precision=mixed_float16 (with loss scaling) is not "
-                                  "implemented yet; use mixed_bfloat16 or float32")
-    if policy not in ("float32", "mixed_bfloat16"):
+    """Sets the Keras policy: "float32", "mixed_bfloat16", or "mixed_float16" (the trainer then
+    adds dynamic loss scaling). Variables stay float32; losses are computed in float32."""
+    if policy not in ("float32", "mixed_bfloat16", "mixed_float16"):
         raise ValueError(f"unknown --mixed_precision {policy!r}")
     keras.mixed_precision.set_global_policy(policy)

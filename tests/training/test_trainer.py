@@ -10,8 +10,8 @@ import pytest
 WORKER = os.path.join(os.path.dirname(__file__), "_pretrain_worker.py")
 
 
-def _run(original_fixtures, *args):
-    env = dict(os.environ, BERT_TF_FIXTURES=str(original_fixtures))
+def _run(original_fixtures, *args, policy="float32"):
+    env = dict(os.environ, BERT_TF_FIXTURES=str(original_fixtures), BERT_TF_POLICY=policy)
     proc = subprocess.run([sys.executable, WORKER, *map(str, args)], capture_output=True,
                           text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -45,3 +45,13 @@ def test_resume_after_checkpoint_matches(original_fixtures, tmp_path, uninterrup
     assert [r["step"] for r in second] == [4, 5, 6]
     for a, b in zip(uninterrupted, first + second):
         assert b["loss"] == pytest.approx(a["loss"], abs=1e-6), a["step"]
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+def test_mixed_precision_tracks_float32(original_fixtures, tmp_path, uninterrupted, policy):
+    mixed = _run(original_fixtures, "one_device", tmp_path / policy, 3, policy=policy)
+    assert [r["step"] for r in mixed] == [1, 2, 3]
+    for a, b in zip(uninterrupted, mixed):
+        # bfloat16 keeps 8 mantissa bits: losses agree to a few hundredths, not to 1e-5
+        assert b["loss"] == pytest.approx(a["loss"], abs=0.1), (policy, a["step"])
+        assert b["learning_rate"] == pytest.approx(a["learning_rate"], abs=1e-9)
