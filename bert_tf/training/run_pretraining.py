@@ -75,11 +75,12 @@ def run_pretraining(run: PretrainingRun) -> dict:
     if run.distribution_strategy == "tpu":
         check_tpu_paths(files, "--input_file")
         check_tpu_paths([run.output_dir], "--output_dir")
-    set_mixed_precision(run.mixed_precision)
-    keras.utils.set_random_seed(run.seed)
+    # The strategy first: multi-worker collectives must be configured before TF runs any op.
     strategy = create_strategy(run.distribution_strategy, tpu_name=run.tpu_name,
                                tpu_zone=run.tpu_zone, gcp_project=run.gcp_project,
                                master=run.master)
+    set_mixed_precision(run.mixed_precision)
+    keras.utils.set_random_seed(run.seed)
     check_global_batch(run.train_batch_size, strategy, "--train_batch_size")
     check_global_batch(run.eval_batch_size, strategy, "--eval_batch_size")
     os.makedirs(run.output_dir, exist_ok=True)

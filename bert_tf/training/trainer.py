@@ -105,8 +105,25 @@ class PretrainingTrainer:
 
     # ---- checkpoints ------------------------------------------------------------------------
     @property
+    def is_chief(self) -> bool:
+        """True except on non-chief workers of a multi-worker strategy."""
+        resolver = getattr(self.strategy, "cluster_resolver", None)
+        if resolver is None or not getattr(resolver, "task_type", None):
+            return True
+        if resolver.task_type == "chief":
+            return True
+        has_chief = "chief" in resolver.cluster_spec().as_dict()
+        return resolver.task_type == "worker" and resolver.task_id == 0 and not has_chief
+
+    @property
     def checkpoint_dir(self) -> str:
-        return os.path.join(self.options.output_dir, "training_checkpoints")
+        """Training checkpoints; non-chief workers write theirs (needed by the collective save)
+        to a private folder so they never clobber the chief's."""
+        if self.is_chief:
+            return os.path.join(self.options.output_dir, "training_checkpoints")
+        resolver = self.strategy.cluster_resolver
+        return os.path.join(self.options.output_dir, "workers",
+                            f"{resolver.task_type}_{resolver.task_id}", "training_checkpoints")
 
     def _setup_checkpoints(self) -> None:
         self._checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer,
@@ -194,7 +211,8 @@ class PretrainingTrainer:
             lambda ctx: dataset_fn(ctx).skip(consumed))
         iterator = iter(dist)
         train_loop = self._make_train_loop()
-        writer = tf.summary.create_file_writer(os.path.join(opts.output_dir, "train"))
+        writer = (tf.summary.create_file_writer(os.path.join(opts.output_dir, "train"))
+                  if self.is_chief else tf.summary.create_noop_writer())
         end = min(opts.num_train_steps, stop_after_step or opts.num_train_steps)
         step = int(self.global_step.numpy())
         start_step, t_start = step, time.perf_counter()

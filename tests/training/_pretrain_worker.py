@@ -12,9 +12,13 @@ import tensorflow as tf  # noqa: E402
 
 strategy_name, output_dir, stop_after = sys.argv[1], sys.argv[2], int(sys.argv[3])
 n_cpu = int(sys.argv[4]) if len(sys.argv) > 4 else 1
-cpus = tf.config.list_physical_devices("CPU")
-tf.config.set_logical_device_configuration(
-    cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(n_cpu)])
+early_strategy = None
+if strategy_name == "multi_worker_mirrored":  # collectives must be set up before anything else
+    early_strategy = tf.distribute.MultiWorkerMirroredStrategy()
+else:
+    cpus = tf.config.list_physical_devices("CPU")
+    tf.config.set_logical_device_configuration(
+        cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(n_cpu)])
 
 from bert_tf.modeling import BertConfig  # noqa: E402
 from bert_tf.training.distribution import create_strategy  # noqa: E402
@@ -40,13 +44,17 @@ def dataset_fn(ctx):
         ex = tf.io.parse_single_example(record, FEATURES)
         return {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v for k, v in ex.items()}
     ds = tf.data.TFRecordDataset(os.path.join(FIXTURES, "pretraining_data", "run1.tfrecord"))
-    ds = ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
     ds = ds.map(decode).repeat().shuffle(20, seed=7)
-    return ds.batch(ctx.get_per_replica_batch_size(8), drop_remainder=True)
+    # shard after batching: global batch k is the same 8 examples whatever the number of workers
+    ds = ds.batch(ctx.get_per_replica_batch_size(8), drop_remainder=True)
+    return ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
 
 
 devices = [d.name for d in tf.config.list_logical_devices("CPU")]
-strategy = create_strategy(strategy_name, devices=devices if strategy_name == "mirrored" else None)
+strategy = early_strategy or create_strategy(
+    strategy_name, devices=devices if strategy_name == "mirrored" else None)
+if strategy_name == "multi_worker_mirrored":  # each worker process writes its own output_dir
+    output_dir = os.path.join(output_dir, "shared")
 config = BertConfig.from_json_file(os.path.join(FIXTURES, "optimizer", "bert_config_no_dropout.json"))
 options = TrainerOptions(output_dir=output_dir, train_batch_size=8, learning_rate=1e-4,
                          num_train_steps=10, num_warmup_steps=2, save_checkpoints_steps=3,

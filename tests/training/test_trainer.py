@@ -2,6 +2,7 @@
 a run stopped after a checkpoint and restarted continues exactly (weights, slots, step, input)."""
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -55,3 +56,38 @@ def test_mixed_precision_tracks_float32(original_fixtures, tmp_path, uninterrupt
         # bfloat16 keeps 8 mantissa bits: losses agree to a few hundredths, not to 1e-5
         assert b["loss"] == pytest.approx(a["loss"], abs=0.1), (policy, a["step"])
         assert b["learning_rate"] == pytest.approx(a["learning_rate"], abs=1e-9)
+
+
+def _free_ports(n):
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def test_multi_worker_two_processes_agree(original_fixtures, tmp_path, uninterrupted):
+    workers = [f"127.0.0.1:{p}" for p in _free_ports(2)]
+    procs = []
+    for index in range(2):
+        tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+        env = dict(os.environ, BERT_TF_FIXTURES=str(original_fixtures),
+                   TF_CONFIG=json.dumps(tf_config))
+        procs.append(subprocess.Popen(
+            [sys.executable, WORKER, "multi_worker_mirrored", str(tmp_path / "mw"), "6"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
+    outputs = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err[-4000:]
+        outputs.append(json.loads(out.strip().splitlines()[-1]))
+    chief = outputs[0]
+    for a, b in zip(uninterrupted, chief):
+        for key in ("loss", "masked_lm_loss", "next_sentence_loss"):
+            assert b[key] == pytest.approx(a[key], abs=1e-5), (a["step"], key)
+    for a, b in zip(chief, outputs[1]):
+        assert b["loss"] == pytest.approx(a["loss"], abs=1e-6)
+    assert os.path.exists(tmp_path / "mw" / "shared" / "training_checkpoints" / "ckpt-6.index")
+    assert os.path.isdir(tmp_path / "mw" / "shared" / "workers" / "worker_1")
