@@ -31,8 +31,8 @@ def expand_input_patterns(patterns: str | Sequence[str], flag: str = "--input_fi
     the list pattern by pattern).
 
     Raises:
-      PretrainingDataError: a pattern matches nothing or a named file does not exist (names the
-        flag and the pattern).
+      PretrainingDataError: a pattern matches nothing, a named file does not exist (names the
+        flag and the pattern) or is empty (names the file).
     """
     if isinstance(patterns, str):
         patterns = [p for p in patterns.split(",")]
@@ -51,6 +51,11 @@ def expand_input_patterns(patterns: str | Sequence[str], flag: str = "--input_fi
             matches = [pattern] if os.path.isfile(pattern) else []
         if not matches:
             raise PretrainingDataError(f"{flag}: no file matches {pattern!r}")
+        for path in matches:
+            if "://" not in path and os.path.getsize(path) == 0:
+                raise PretrainingDataError(
+                    f"{path}: the file is empty (0 bytes); the input must be text with one "
+                    "sentence per line and a blank line between documents")
         files.extend(matches)
     if not files:
         raise PretrainingDataError(f"{flag} is empty: give one or more files or glob patterns")

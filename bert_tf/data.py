@@ -1,0 +1,161 @@
+"""tf.data input pipeline for pretraining TFRecords, with the original `run_pretraining.py`
+input_fn semantics.
+
+Training (`is_training=True`), as the original:
+  file names -> repeat -> shuffle the file names (buffer = number of files) -> read
+  `min(num_cpu_threads, len(files))` files at a time, interleaved (the original's "sloppy"
+  parallel_interleave: not deterministic unless a `seed` is given or `deterministic=True`)
+  -> shuffle records (buffer 100) -> batch (drop_remainder=True) -> decode.
+Evaluation (`is_training=False`), as the original: the files in the given order, no shuffle,
+repeated (the original evaluates for a fixed number of steps; pass `repeat=False` for a single
+pass), batch with drop_remainder=True -> decode.
+
+Decoding casts every int64 feature to int32 (as the original did for TPUs). Feature names are
+the original's: input_ids, input_mask, segment_ids [batch, max_seq_length] int32;
+masked_lm_positions, masked_lm_ids [batch, max_predictions_per_seq] int32; masked_lm_weights
+[batch, max_predictions_per_seq] float32; next_sentence_labels [batch, 1] int32.
+
+Distribution: pass `input_context` (tf.distribute.InputContext, as given to the dataset function
+of `distribute_datasets_from_function`); files (or, with fewer files than input pipelines,
+records) are then sharded per pipeline. `batch_size` is what each pipeline yields, i.e. the
+per-replica batch (`input_context.get_per_replica_batch_size(global_batch)`).
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import tensorflow as tf
+
+FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions",
+                 "masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
+
+
+def expand_input_files(input_files: str | Sequence[str]) -> list[str]:
+    """Comma-separated globs (or a list of globs) -> files, pattern by pattern as the original's
+    run_pretraining (`tf.io.gfile.glob`, sorted within a pattern).
+
+    Raises:
+      ValueError: a pattern matches nothing (names it).
+    """
+    if isinstance(input_files, str):
+        input_files = input_files.split(",")
+    files: list[str] = []
+    for pattern in input_files:
+        pattern = pattern.strip()
+        if not pattern:
+            continue
+        matches = sorted(tf.io.gfile.glob(pattern))
+        if not matches:
+            raise ValueError(f"--input_file: no file matches {pattern!r}")
+        files.extend(matches)
+    if not files:
+        raise ValueError("--input_file: no input files given")
+    return files
+
+
+def name_to_features(max_seq_length: int, max_predictions_per_seq: int) -> dict:
+    """The parsing spec of the original: FixedLenFeature per feature name."""
+    return {
+        "input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+        "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+        "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+        "masked_lm_positions": tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64),
+        "masked_lm_ids": tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64),
+        "masked_lm_weights": tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32),
+        "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
+    }
+
+
+def decode_records(records: tf.Tensor, features_spec: dict) -> dict:
+    """Serialized examples [batch] (string) -> dict of features, int64 cast to int32."""
+    parsed = tf.io.parse_example(records, features_spec)
+    return {name: tf.cast(t, tf.int32) if t.dtype == tf.int64 else t
+            for name, t in parsed.items()}
+
+
+def pretraining_dataset(input_files: str | Sequence[str], max_seq_length: int,
+                        max_predictions_per_seq: int, batch_size: int, is_training: bool, *,
+                        num_cpu_threads: int = 4,
+                        input_context: tf.distribute.InputContext | None = None,
+                        seed: int | None = None, repeat: bool = True,
+                        deterministic: bool | None = None,
+                        shuffle_buffer_size: int = 100) -> tf.data.Dataset:
+    """The pretraining input pipeline (see the module docstring).
+
+    Args:
+      input_files: TFRecord files or globs (list or comma-separated string).
+      max_seq_length, max_predictions_per_seq: as used to write the files.
+      batch_size: examples per batch of this pipeline (with `input_context`: the per-replica
+        batch, `input_context.get_per_replica_batch_size(global_batch_size)`).
+      is_training: training (shuffle, interleave) or evaluation (file order) semantics.
+      num_cpu_threads: as the original (cycle length bound and parallel decoding).
+      input_context: optional tf.distribute.InputContext for per-pipeline sharding.
+      seed: seeds the file and record shuffles; also makes the interleave deterministic
+        unless `deterministic` says otherwise.
+      repeat: repeat indefinitely (True in the original, for training and for evaluation).
+      deterministic: interleave order; default: deterministic only if `seed` is given (the
+        original's training interleave is "sloppy").
+      shuffle_buffer_size: record shuffle buffer (100 in the original).
+
+    Returns:
+      tf.data.Dataset of dicts: input_ids, input_mask, segment_ids [B, max_seq_length] int32;
+      masked_lm_positions, masked_lm_ids [B, max_predictions_per_seq] int32;
+      masked_lm_weights [B, max_predictions_per_seq] float32; next_sentence_labels [B, 1] int32.
+    """
+    files = expand_input_files(input_files)
+    spec = name_to_features(max_seq_length, max_predictions_per_seq)
+    num_pipelines, pipeline_id = 1, 0
+    if input_context is not None:
+        num_pipelines = input_context.num_input_pipelines
+        pipeline_id = input_context.input_pipeline_id
+    shard_files = num_pipelines > 1 and len(files) >= num_pipelines
+    shard_records = num_pipelines > 1 and not shard_files
+
+    if is_training:
+        if deterministic is None:
+            deterministic = seed is not None
+        d = tf.data.Dataset.from_tensor_slices(tf.constant(files))
+        if shard_files:
+            d = d.shard(num_pipelines, pipeline_id)
+        if repeat:
+            d = d.repeat()
+        d = d.shuffle(buffer_size=len(files), seed=seed)
+        # Number of files read in parallel, as the original.
+        cycle_length = max(1, min(num_cpu_threads, len(files)))
+        d = d.interleave(tf.data.TFRecordDataset, cycle_length=cycle_length,
+                         num_parallel_calls=cycle_length, deterministic=deterministic)
+        if shard_records:
+            d = d.shard(num_pipelines, pipeline_id)
+        d = d.shuffle(buffer_size=shuffle_buffer_size, seed=seed)
+    else:
+        if shard_files:  # This pipeline's files, still in the given order.
+            d = tf.data.TFRecordDataset(files[pipeline_id::num_pipelines])
+        else:
+            d = tf.data.TFRecordDataset(files)
+            if shard_records:
+                d = d.shard(num_pipelines, pipeline_id)
+        if repeat:
+            d = d.repeat()
+    # Batch then parse the whole batch: the same tensors as the original's per-record
+    # map_and_batch, in one vectorized parse.
+    d = d.batch(batch_size, drop_remainder=True)
+    d = d.map(lambda records: decode_records(records, spec),
+              num_parallel_calls=num_cpu_threads,
+              deterministic=True if deterministic is None else deterministic)
+    return d.prefetch(tf.data.AUTOTUNE)
+
+
+def input_fn_builder(input_files: str | Sequence[str], max_seq_length: int,
+                     max_predictions_per_seq: int, is_training: bool,
+                     num_cpu_threads: int = 4) -> Callable[[dict], tf.data.Dataset]:
+    """The original's `input_fn_builder`: returns `input_fn(params)` reading
+    `params["batch_size"]` (and optional `params["seed"]`, `params["input_context"]`)."""
+
+    def input_fn(params: dict) -> tf.data.Dataset:
+        return pretraining_dataset(input_files, max_seq_length, max_predictions_per_seq,
+                                   params["batch_size"], is_training,
+                                   num_cpu_threads=num_cpu_threads,
+                                   input_context=params.get("input_context"),
+                                   seed=params.get("seed"))
+
+    return input_fn
