@@ -1,0 +1,66 @@
+"""Tokenization: the original BERT tokenizer API, its in-graph twin, and WordPiece vocab building.
+
+* `FullTokenizer`, `BasicTokenizer`, `WordpieceTokenizer` and the original module's functions
+  (`load_vocab`, `convert_to_unicode`, `printable_text`, `whitespace_tokenize`, ...): pure Python,
+  the same output as google-research/bert's `tokenization.py`; switch with
+  `from bert_tf import tokenization`.
+* `InGraphTokenizer`: the same tokenization as TensorFlow ops (tensorflow-text), for
+  `tf.function`, tf.data and SavedModels (imports TensorFlow on first use).
+* `build_wordpiece_vocab`, `learn_wordpiece_vocab`, `write_vocab`: learn a vocab that fits
+  `FullTokenizer` (imports TensorFlow/tensorflow-text on first use).
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from bert_tf.tokenization.full_tokenizer import (
+    BasicTokenizer,
+    FullTokenizer,
+    WordpieceTokenizer,
+    _is_control,
+    _is_punctuation,
+    _is_whitespace,
+    convert_by_vocab,
+    convert_ids_to_tokens,
+    convert_to_unicode,
+    convert_tokens_to_ids,
+    load_vocab,
+    printable_text,
+    validate_case_matches_checkpoint,
+    whitespace_tokenize,
+)
+
+# Names served lazily (PEP 562) so that the pure-Python tokenizer does not import TensorFlow.
+_LAZY = {
+    "InGraphTokenizer": "bert_tf.tokenization.in_graph",
+    "build_wordpiece_vocab": "bert_tf.tokenization.vocab_builder",
+    "learn_wordpiece_vocab": "bert_tf.tokenization.vocab_builder",
+    "reserved_tokens": "bert_tf.tokenization.vocab_builder",
+    "write_vocab": "bert_tf.tokenization.vocab_builder",
+}
+
+__all__ = [
+    "BasicTokenizer",
+    "FullTokenizer",
+    "WordpieceTokenizer",
+    "convert_by_vocab",
+    "convert_ids_to_tokens",
+    "convert_to_unicode",
+    "convert_tokens_to_ids",
+    "load_vocab",
+    "printable_text",
+    "validate_case_matches_checkpoint",
+    "whitespace_tokenize",
+    *_LAZY,
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
