@@ -16,7 +16,7 @@ import contextlib
 import functools
 import os
 import struct
-from typing import Iterable, Iterator, Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -192,12 +192,15 @@ class ExampleEncoder:
     def __init__(self, max_seq_length: int, max_predictions_per_seq: int, vocab_size: int):
         self.max_seq_length = max_seq_length
         self.max_predictions_per_seq = max_predictions_per_seq
-        size = max(vocab_size, max_seq_length + 1, 1 << 14)
+        # Varints of every id and of every length an example can have (so `_v[n]` never misses
+        # for lengths: an example is < 8 bytes per position plus the feature keys).
+        size = max(vocab_size, 1 << 14, 8 * (max_seq_length + max_predictions_per_seq) + 512)
         self._v = [_varint(i) for i in range(size)]
         self._keys = {name: b"\x0a" + _varint(len(name)) + name.encode() for name in FEATURE_NAMES}
         self._one_f = struct.pack("<f", 1.0)
         self._zero_f = struct.pack("<f", 0.0)
         self._cache: dict = {}
+        self._prefix = {name: key + b"\x12" for name, key in self._keys.items()}
 
     def _len(self, n: int) -> bytes:
         v = self._v
@@ -209,13 +212,6 @@ class ExampleEncoder:
         feature = kind + ln(len(lst)) + lst
         entry = self._keys[name] + b"\x12" + ln(len(feature)) + feature
         return b"\x0a" + ln(len(entry)) + entry
-
-    def _ints(self, values: Iterable[int]) -> bytes:
-        v = self._v
-        try:
-            return b"".join([v[x] for x in values])
-        except IndexError:  # An id beyond the table (a vocab larger than announced).
-            return b"".join([_varint(int(x)) for x in values])
 
     def encode(self, input_ids: Sequence[int], segment_b_start: int,
                masked_lm_positions: Sequence[int], masked_lm_ids: Sequence[int],
@@ -243,7 +239,6 @@ class ExampleEncoder:
         if mpad < 0:
             raise ValueError(
                 f"{k} predictions exceed max_predictions_per_seq={self.max_predictions_per_seq}")
-        ints = self._ints
         entry = self._entry
         kind_int = b"\x1a"
         # Entries that only depend on lengths are cached.
@@ -260,15 +255,28 @@ class ExampleEncoder:
             tail = (entry("masked_lm_weights", b"\x12", self._one_f * k + self._zero_f * mpad)
                     + entry("next_sentence_labels", kind_int, self._v[next_sentence_label]))
             cache[(k, next_sentence_label, "tail")] = tail
+        v = self._v
+        try:
+            ids = b"".join([v[x] for x in input_ids])
+            positions = b"".join([v[x] for x in masked_lm_positions])
+            labels = b"".join([v[x] for x in masked_lm_ids])
+        except IndexError:  # An id beyond the table (a vocab larger than announced).
+            ids, positions, labels = (b"".join([_varint(int(x)) for x in seq]) for seq in
+                                      (input_ids, masked_lm_positions, masked_lm_ids))
         mzeros = b"\x00" * mpad
-        features = b"".join((
-            entry("input_ids", kind_int, ints(input_ids) + b"\x00" * pad),
-            mask_seg,
-            entry("masked_lm_positions", kind_int, ints(masked_lm_positions) + mzeros),
-            entry("masked_lm_ids", kind_int, ints(masked_lm_ids) + mzeros),
-            tail,
-        ))
-        return b"\x0a" + self._len(len(features)) + features  # Example.features (field 1)
+        ln = v.__getitem__  # Lengths always fit the table (see __init__).
+        # Same bytes as _entry(), inlined for the three features that change per example:
+        # MapEntry{key, value: Feature{int64_list: Int64List{packed values}}}.
+        parts = []
+        for prefix, payload in ((self._prefix["input_ids"], ids + b"\x00" * pad),
+                                (self._prefix["masked_lm_positions"], positions + mzeros),
+                                (self._prefix["masked_lm_ids"], labels + mzeros)):
+            lst = b"\x0a" + ln(len(payload)) + payload
+            feature = b"\x1a" + ln(len(lst)) + lst
+            body = prefix + ln(len(feature)) + feature
+            parts.append(b"\x0a" + ln(len(body)) + body)
+        features = b"".join((parts[0], mask_seg, parts[1], parts[2], tail))
+        return b"\x0a" + ln(len(features)) + features  # Example.features (field 1)
 
 
 def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
