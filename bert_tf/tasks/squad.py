@@ -793,35 +793,17 @@ def run_squad(opts: SquadRunOptions) -> dict:
               "eval": metrics dict or None}.
     """
     from bert_tf.io_utils import atomic_write_text
-    from bert_tf.modeling import BertConfig, BertSpanLabeler
-    from bert_tf.pretrained import load_bert
-    from bert_tf.tasks import squad_postprocess
     from bert_tf.tokenization import validate_case_matches_checkpoint
 
+    # Flag and data errors are reported before TensorFlow is imported.
     validate_options(opts)
-    config = BertConfig.from_json_file(opts.bert_config_file)
-    validate_options(opts, config)
     validate_case_matches_checkpoint(opts.do_lower_case, opts.init_checkpoint)
-    os.makedirs(opts.output_dir, exist_ok=True)
-
     train_examples = None
     if opts.do_train:
         train_examples = read_squad_examples(opts.train_file, is_training=True,
                                              version_2_with_negative=opts.version_2_with_negative,
                                              on_bad_answer=opts.on_bad_answer)
         random.Random(opts.seed).shuffle(train_examples)
-    predict_data = None
-    if opts.do_predict:
-        predict_data = load_squad_json(opts.predict_file)
-        eval_examples = examples_from_squad_data(predict_data, is_training=False,
-                                                 source=os.fspath(opts.predict_file))
-
-    _, tokenizer, model = load_bert(opts.bert_config_file, opts.vocab_file,
-                                    opts.init_checkpoint, opts.do_lower_case,
-                                    model_factory=BertSpanLabeler)
-    result: dict = {"train": None, "predictions": None, "eval": None}
-
-    if opts.do_train:
         num_train_steps = int(len(train_examples) / opts.train_batch_size
                               * opts.num_train_epochs)
         num_warmup_steps = int(num_train_steps * opts.warmup_proportion)
@@ -831,6 +813,24 @@ def run_squad(opts: SquadRunOptions) -> dict:
                 f"{opts.train_batch_size} * --num_train_epochs={opts.num_train_epochs} gives "
                 f"{num_train_steps} training steps; use more data, more epochs or a smaller "
                 "batch")
+    predict_data = None
+    if opts.do_predict:
+        predict_data = load_squad_json(opts.predict_file)
+        eval_examples = examples_from_squad_data(predict_data, is_training=False,
+                                                 source=os.fspath(opts.predict_file))
+
+    from bert_tf.modeling import BertConfig, BertSpanLabeler
+    from bert_tf.pretrained import load_bert
+    from bert_tf.tasks import squad_postprocess
+
+    validate_options(opts, BertConfig.from_json_file(opts.bert_config_file))
+    os.makedirs(opts.output_dir, exist_ok=True)
+    _, tokenizer, model = load_bert(opts.bert_config_file, opts.vocab_file,
+                                    opts.init_checkpoint, opts.do_lower_case,
+                                    model_factory=BertSpanLabeler)
+    result: dict = {"train": None, "predictions": None, "eval": None}
+
+    if opts.do_train:
         if _latest_checkpoint(opts.output_dir):
             logging.warning("%s already holds checkpoints; training starts from "
                             "--init_checkpoint and overwrites them", opts.output_dir)
