@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import dataclasses
-import glob
 import json
 import os
 
 import keras
 from absl import logging
 
+from bert_tf.data import expand_input_files, pretraining_dataset
 from bert_tf.export import export_encoder_savedmodel
 from bert_tf.modeling import BertConfig
 from bert_tf.training.distribution import (check_global_batch, check_tpu_paths,
@@ -49,19 +49,6 @@ class PretrainingRun:
     seed: int = 12345
 
 
-def expand_input_files(patterns: str) -> list[str]:
-    """Comma-separated globs -> sorted file list; an empty result is an error naming the flag."""
-    files: list[str] = []
-    for pattern in filter(None, (p.strip() for p in patterns.split(","))):
-        matched = sorted(glob.glob(pattern)) if not pattern.startswith("gs://") else [pattern]
-        if not matched:
-            raise ValueError(f"--input_file pattern {pattern!r} matches no file")
-        files.extend(matched)
-    if not files:
-        raise ValueError("--input_file is empty")
-    return files
-
-
 def run_pretraining(run: PretrainingRun) -> dict:
     """Trains and/or evaluates as the flags say; returns {"train": records, "eval": metrics}."""
     if not (run.do_train or run.do_eval):
@@ -96,10 +83,8 @@ def run_pretraining(run: PretrainingRun) -> dict:
     result: dict = {}
 
     def input_fn(is_training: bool, global_batch: int):
-        from bert_tf import data as bert_data
-
         def dataset_fn(ctx):
-            return bert_data.pretraining_dataset(
+            return pretraining_dataset(
                 files, max_seq_length=run.max_seq_length,
                 max_predictions_per_seq=run.max_predictions_per_seq,
                 batch_size=ctx.get_per_replica_batch_size(global_batch), is_training=is_training,

@@ -3,7 +3,8 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.training.distribution import check_global_batch, check_tpu_paths, create_strategy
-from bert_tf.training.run_pretraining import PretrainingRun, expand_input_files, run_pretraining
+from bert_tf.data import expand_input_files
+from bert_tf.training.run_pretraining import PretrainingRun, run_pretraining
 
 
 def test_batch_not_divisible_by_replicas():
@@ -44,7 +45,7 @@ def test_multi_worker_needs_tf_config(monkeypatch):
 
 
 def test_run_errors_name_the_flag(tmp_path, original_fixtures):
-    with pytest.raises(ValueError, match="--input_file pattern '.*nothing-\\*' matches no file"):
+    with pytest.raises(ValueError, match="--input_file: no file matches '.*nothing-\\*'"):
         expand_input_files(str(tmp_path / "nothing-*"))
     config = str(original_fixtures / "checkpoint" / "bert_config.json")
     with pytest.raises(ValueError, match="do_train or --do_eval"):
