@@ -54,6 +54,9 @@ summary["wall_seconds"] = time.time() - start
 summary["cpu_seconds_self"] = time.process_time()
 summary["peak_rss_self_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 summary["peak_rss_children_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+summary["cpu_seconds"] = sum(r.ru_utime + r.ru_stime for r in
+                             (resource.getrusage(resource.RUSAGE_SELF),
+                              resource.getrusage(resource.RUSAGE_CHILDREN)))
 summary.pop("output_files", None)
 print("RESULT " + json.dumps(summary))
 """
@@ -92,6 +95,7 @@ def run_mode(mode: str, corpus: str, workdir: str, workers: int) -> dict:
     out = os.path.join(workdir, f"{mode}{workers}", "data")
     os.makedirs(os.path.dirname(out), exist_ok=True)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
+    load_before = round(os.getloadavg()[0], 2)
     proc = subprocess.Popen([sys.executable, "-c", _RUNNER, mode, corpus, out, str(VOCAB),
                              str(workers)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=env)
@@ -124,6 +128,11 @@ def run_mode(mode: str, corpus: str, workdir: str, workers: int) -> dict:
         "peak_rss_mb": round(max(summary["peak_rss_self_mb"],
                                  summary["peak_rss_children_mb"]), 1),
         "peak_tree_rss_mb": round(peak[0], 1),
+        # CPU time of the run's processes (workers included): what the work costs, whatever
+        # else the machine is doing; instances per CPU-second x cores = rate on free cores.
+        "cpu_seconds": round(summary["cpu_seconds"], 1),
+        "instances_per_cpu_second": round(summary["instances"] / summary["cpu_seconds"], 1),
+        "load_average_1min_before": load_before,
         "masked_positions": summary["masked_positions"],
         "truncated_instances": summary["truncated_instances"],
         "not_next_share": round(summary["not_next_share"], 4),

@@ -116,15 +116,17 @@ class LineSource:
         else:
             raw = open(self.path, "rb", buffering=0)
         self._counter = _CountingReader(raw)
-        stream: BinaryIO = io.BufferedReader(self._counter, buffer_size=1 << 20)
+        buffered = io.BufferedReader(self._counter, buffer_size=1 << 20)
+        stream: BinaryIO = buffered
         try:
             if self.path.endswith(".gz"):
-                stream = gzip.GzipFile(fileobj=stream, mode="rb")
+                stream = gzip.GzipFile(fileobj=buffered, mode="rb")
             yield from stream
         except (OSError, EOFError) as e:
             raise PretrainingDataError(f"{self.path}: cannot read ({e})") from None
         finally:
-            stream.close()
+            stream.close()  # A GzipFile does not close the file object it reads from.
+            buffered.close()
 
 
 def decode_line(raw: bytes, path: str, line_no: int) -> str:

@@ -99,6 +99,10 @@ class ScalableRandom(random.Random):
         super().__init__(seed)
         self._np = np.random.Generator(np.random.PCG64(seed))
 
+    def randint(self, a: int, b: int) -> int:
+        """Same value as `random.Random.randint(a, b)` (b >= a), without its argument checks."""
+        return a + self._randbelow(b - a + 1)
+
     def shuffle(self, x: MutableSequence) -> None:
         """Permutes `x` in place with the numpy stream."""
         n = len(x)

@@ -24,6 +24,7 @@ import hashlib
 import json
 import multiprocessing
 import os
+import re
 import sys
 import time
 from typing import Iterator, Sequence
@@ -37,8 +38,7 @@ from bert_tf.pretraining.instances import InstanceStats, create_training_instanc
 from bert_tf.pretraining.masking import VocabInfo
 from bert_tf.pretraining.options import PretrainingDataError, PretrainingDataOptions
 from bert_tf.pretraining.rng import ScalableRandom, shard_seed
-from bert_tf.pretraining.writer import ExampleEncoder, TFRecordShardWriter, is_temporary_name, \
-    temporary_path
+from bert_tf.pretraining.writer import ExampleEncoder, TFRecordShardWriter, temporary_path
 
 FORMAT_VERSION = 1
 
@@ -134,16 +134,14 @@ class _ShardWorker:
         try:
             if self.crash_in_shard is not None and index == self.crash_in_shard:
                 writer.write_many(records[: len(records) // 2])
-                writer.flush()
-                writer._f.flush()
+                writer.size()
                 os._exit(3)  # Test hook: die like a killed process, mid-shard.
             writer.write_many(records)
-            writer.flush()
             result = {
                 "shard": index,
                 "path": os.path.basename(path),
                 "records": len(records),
-                "bytes": writer._f.tell(),
+                "bytes": writer.size(),
                 "raw_documents": len(documents),
                 "lines_without_tokens": read_stats.empty_lines_tokens,
                 "stats": stats.to_dict(),
@@ -201,9 +199,11 @@ def _prepare_output(prefix: str, fingerprint: dict, overwrite: bool) -> None:
     os.makedirs(directory, exist_ok=True)
     base = os.path.basename(prefix)
     run_file = prefix + ".run.json"
-    ours = [n for n in os.listdir(directory)
-            if n.startswith(base + "-") and (n.endswith(".tfrecord")
-                                             or n.endswith(".tfrecord.json"))]
+    # Only this prefix's own files: `<base>-NNNNN.tfrecord[.json]` (not `<base>-old-...`).
+    shard_re = re.compile(re.escape(base) + r"-\d{5,}\.tfrecord(\.json)?")
+    tmp_re = re.compile(r"\." + re.escape(base)
+                        + r"(-\d{5,}\.tfrecord(\.json)?|\.run\.json|\.summary\.json)\.tmp-\d+")
+    ours = [n for n in os.listdir(directory) if shard_re.fullmatch(n)]
     if os.path.exists(run_file) and not overwrite:
         with open(run_file, encoding="utf-8") as f:
             previous = json.load(f)
@@ -216,18 +216,16 @@ def _prepare_output(prefix: str, fingerprint: dict, overwrite: bool) -> None:
                 "--overwrite to replace them, or choose another --output_file")
     elif ours and not overwrite and not os.path.exists(run_file):
         raise PretrainingDataError(
-            f"--output_file={prefix}: {len(ours)} file(s) named {base}-* exist but no "
-            f"{os.path.basename(run_file)}; pass --overwrite to replace them")
+            f"--output_file={prefix}: {len(ours)} file(s) named {base}-NNNNN.tfrecord exist but "
+            f"no {os.path.basename(run_file)}; pass --overwrite to replace them")
     if overwrite:
         for name in ours + [base + ".summary.json"]:
             p = os.path.join(directory, name)
             if os.path.exists(p):
                 os.remove(p)
     for name in os.listdir(directory):  # Leftovers of a killed run are never final files.
-        if name.startswith("." + base) and ".tmp-" in name:
-            final = name[1:name.index(".tmp-")]
-            if is_temporary_name(name, final):
-                os.remove(os.path.join(directory, name))
+        if tmp_re.fullmatch(name):
+            os.remove(os.path.join(directory, name))
     _atomic_write_json(run_file, fingerprint)
 
 

@@ -361,11 +361,6 @@ def temporary_path(path: str) -> str:
     return os.path.join(directory, f".{name}.tmp-{os.getpid()}")
 
 
-def is_temporary_name(name: str, final_name: str) -> bool:
-    """True if `name` (a base name) is a leftover temporary file of `final_name`."""
-    return name.startswith(f".{final_name}.tmp-")
-
-
 class TFRecordShardWriter:
     """Writes records to `path` atomically: all go to a temporary file, which `commit()` renames
     onto `path`; `abort()` (or leaving the `with` block by an exception) removes it.
@@ -404,6 +399,12 @@ class TFRecordShardWriter:
         if self._buffer:
             self._f.write(tfrecord_frames(self._buffer))
             self._buffer = []
+
+    def size(self) -> int:
+        """Bytes written so far (flushes the queued records to the file first)."""
+        self.flush()
+        self._f.flush()
+        return self._f.tell()
 
     def commit(self) -> None:
         """Flushes, fsyncs and renames the temporary file onto `path`."""

@@ -111,6 +111,9 @@ def test_killed_run_resumes_without_duplicates(one_worker, synthetic_corpus, voc
 def test_rerun_with_other_settings_is_refused(one_worker, synthetic_corpus, vocab_file,
                                               tmp_path):
     _run(synthetic_corpus, tmp_path / "data", vocab_file)
+    sibling = tmp_path / "data-old-00000.tfrecord"  # Another prefix's file: never touched.
+    sibling.write_bytes(b"x")
+    (tmp_path / ".data-old-00001.tfrecord.tmp-1").write_bytes(b"x")
     other = PretrainingDataOptions(max_seq_length=64, max_predictions_per_seq=10,
                                    dupe_factor=3, random_seed=99)
     with pytest.raises(PretrainingDataError, match="dupe_factor|options"):
@@ -126,6 +129,12 @@ def test_rerun_with_other_settings_is_refused(one_worker, synthetic_corpus, voca
                                             vocab_file, True, other,
                                             docs_per_shard=DOCS_PER_SHARD, progress=False)
     assert rerun["shards_skipped"] == 5 and rerun["instances"] == summary["instances"]
+    assert sibling.read_bytes() == b"x" and (tmp_path / ".data-old-00001.tfrecord.tmp-1").exists()
+
+
+def test_scalable_random_randint_is_random_randint():
+    a, b = ScalableRandom(3), __import__("random").Random(3)
+    assert [a.randint(0, n) for n in range(1, 300)] == [b.randint(0, n) for n in range(1, 300)]
 
 
 def test_no_nsp_and_extra_options(synthetic_corpus, vocab_file, tmp_path):
