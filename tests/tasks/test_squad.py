@@ -214,3 +214,19 @@ def test_features_to_arrays(tokenizer):
     assert arrays["input_word_ids"].shape == (len(features), 32)
     assert arrays["input_word_ids"].dtype.name == "int32"
     assert list(arrays["start_positions"]) == [f.start_position for f in features]
+
+
+def test_squad_loss_is_mean_of_start_and_end_cross_entropy():
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    start, end = rng.normal(size=(3, 7)).astype("float32"), rng.normal(size=(3, 7)).astype(
+        "float32")
+    sp, ep = np.array([0, 3, 6]), np.array([1, 3, 0])
+
+    def ce(logits, pos):
+        log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+        return -log_probs[np.arange(len(pos)), pos].mean()
+
+    loss = float(squad.squad_loss(start, end, sp, ep))
+    assert loss == pytest.approx((ce(start, sp) + ce(end, ep)) / 2, rel=1e-5)
