@@ -76,8 +76,6 @@ class _Crc32c:
             zinit[d + 1] = z
         self._m = m
         self._zinit = zinit
-        length_rev = np.arange(length - 1, -1, -1, dtype=np.int64) * 256
-        self._rev = length_rev
 
     def many(self, messages: Sequence[bytes]) -> np.ndarray:
         """CRC32C (uint32) of each message."""
@@ -87,18 +85,41 @@ class _Crc32c:
         longest = int(lengths.max())
         self._grow(longest)
         out = self._zinit[lengths].copy()
-        data = np.frombuffer(b"".join(messages), dtype=np.uint8)
-        nonempty = lengths > 0
-        if data.size:
+        if longest == 0:
+            pass
+        elif len(messages) >= 64 and longest * len(messages) <= 4 * int(lengths.sum()):
+            out ^= self._columns(messages, longest)
+        else:
+            data = np.frombuffer(b"".join(messages), dtype=np.uint8)
             starts = np.zeros(len(messages), dtype=np.int64)
             np.cumsum(lengths[:-1], out=starts[1:])
-            # Byte j of message r sits (n_r - 1 - j) bytes before its end.
-            ends = starts + lengths
-            pos_from_end = np.repeat(ends, lengths) - np.arange(data.size, dtype=np.int64) - 1
-            vals = self._m.ravel()[pos_from_end * 256 + data]
-            reduced = np.bitwise_xor.reduceat(vals, starts[nonempty])
-            out[nonempty] ^= reduced
+            out ^= self._gather(data, lengths, starts)
         return out ^ np.uint32(0xFFFFFFFF)
+
+    def _gather(self, data: np.ndarray, lengths: np.ndarray, starts: np.ndarray) -> np.ndarray:
+        """crc_raw(0, message) for a few messages: one table gather per byte + XOR-reduce."""
+        out = np.zeros(len(lengths), dtype=np.uint32)
+        nonempty = lengths > 0
+        ends = starts + lengths
+        # Byte j of message r sits (n_r - 1 - j) bytes before its end.
+        pos_from_end = np.repeat(ends, lengths) - np.arange(data.size, dtype=np.int64) - 1
+        vals = self._m.ravel()[pos_from_end * 256 + data]
+        out[nonempty] = np.bitwise_xor.reduceat(vals, starts[nonempty])
+        return out
+
+    def _columns(self, messages: Sequence[bytes], longest: int) -> np.ndarray:
+        """crc_raw(0, message) for many messages at once: the messages are right-aligned in a
+        [count, longest] byte matrix (leading zero bytes leave a zero register unchanged) and
+        the byte-wise CRC update runs column by column, vectorised across messages."""
+        count = len(messages)
+        padded = b"".join([bytes(longest - len(m)) + m for m in messages])
+        columns = np.frombuffer(padded, dtype=np.uint8).reshape(count, longest).T.copy()
+        table = self._t
+        crc = np.zeros(count, dtype=np.uint32)
+        eight = np.uint32(8)
+        for column in columns:
+            crc = table[(crc ^ column) & 0xFF] ^ (crc >> eight)
+        return crc
 
 
 @functools.lru_cache(maxsize=None)
