@@ -214,15 +214,17 @@ def create_instances_from_document(all_documents: Sequence, document_index: int,
                 for j in range(a_end):
                     tokens_a.extend(current_chunk[j])
                 tokens_b: list = []
-                if len(current_chunk) == 1 or rng.random() < 0.5:  # rng-site: chunk.is_random_next_draw
+                n_chunk = len(current_chunk)
+                if n_chunk == 1 or rng.random() < 0.5:  # rng-site: chunk.is_random_next_draw
                     is_random_next = True
                     target_b_length = target_seq_length - len(tokens_a)
                     for _ in range(10):
-                        random_document_index = rng.randint(0, n_docs - 1)  # rng-site: chunk.random_document_index
-                        if random_document_index != document_index:
+                        other = rng.randint(0, n_docs - 1)  # rng-site: chunk.random_document_index
+                        if other != document_index:
                             break
-                    random_document = all_documents[random_document_index]
-                    random_start = rng.randint(0, len(random_document) - 1)  # rng-site: chunk.random_start
+                    random_document = all_documents[other]
+                    last = len(random_document) - 1
+                    random_start = rng.randint(0, last)  # rng-site: chunk.random_start
                     for j in range(random_start, len(random_document)):
                         tokens_b.extend(random_document[j])
                         if len(tokens_b) >= target_b_length:

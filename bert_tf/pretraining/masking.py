@@ -140,7 +140,8 @@ def create_masked_lm_predictions(ids: list, options: PretrainingDataOptions, voc
                     pass
                 else:
                     for index in group:
-                        output[index] = pool[rng.randint(0, last)]  # rng-site: mask.random_word_index
+                        word = rng.randint(0, last)  # rng-site: mask.random_word_index
+                        output[index] = pool[word]
                 continue
             for index in group:
                 if rnd() < 0.8:  # rng-site: mask.mask_token_draw_0.8
