@@ -535,8 +535,9 @@ def features_to_arrays(features: Sequence[InputFeatures], is_training: bool) -> 
 # ---------------------------------------------------------------------------------------------
 @dataclasses.dataclass
 class SquadRunOptions:
-    """The original run_squad.py flags (same names and defaults), plus `seed` and
-    `on_bad_answer` ("skip" as the original, or "raise")."""
+    """The original run_squad.py flags (same names and defaults), plus `seed` (example shuffle,
+    input pipeline, initialisation of new weights, dropout), `on_bad_answer` ("skip" as the
+    original, or "raise") and `keep_checkpoint_max`."""
 
     bert_config_file: str
     vocab_file: str
@@ -668,7 +669,7 @@ def train_squad(model, train_features: Sequence[InputFeatures], opts: SquadRunOp
     """Fine-tunes `model` for `num_train_steps` batches, as the original (AdamWeightDecay with
     warm-up and linear decay, clip 1.0, input repeated, shuffled over 100 windows, last partial
     batch dropped). Writes original-format checkpoints every `save_checkpoints_steps` and at the
-    end. Returns {"global_step", "loss" (last), "checkpoint"}."""
+    end. Returns {"global_step", "first_loss", "loss" (of the last step), "checkpoint"}."""
     import tensorflow as tf
 
     from bert_tf.checkpoints import variable_map
@@ -688,9 +689,12 @@ def train_squad(model, train_features: Sequence[InputFeatures], opts: SquadRunOp
     log_every = max(1, min(100, num_train_steps // 10))
     t_start = time.time()
     last: dict = {}
+    first_loss = float("nan")
     checkpoint = None
     for step, batch in enumerate(dataset.take(num_train_steps), start=1):
         last = step_fn(batch)
+        if step == 1:
+            first_loss = float(last["loss"])
         if not math.isfinite(float(last["loss"])):
             raise FloatingPointError(f"training loss is {float(last['loss'])} at step {step}; "
                                      "lower --learning_rate or check the data")
@@ -702,7 +706,7 @@ def train_squad(model, train_features: Sequence[InputFeatures], opts: SquadRunOp
         if step % opts.save_checkpoints_steps == 0 or step == num_train_steps:
             checkpoint = _write_checkpoint(model, opts.output_dir, step, kept,
                                            opts.keep_checkpoint_max)
-    return {"global_step": num_train_steps,
+    return {"global_step": num_train_steps, "first_loss": first_loss,
             "loss": float(last["loss"]) if last else float("nan"), "checkpoint": checkpoint}
 
 
@@ -825,6 +829,9 @@ def run_squad(opts: SquadRunOptions) -> dict:
 
     validate_options(opts, BertConfig.from_json_file(opts.bert_config_file))
     os.makedirs(opts.output_dir, exist_ok=True)
+    import keras
+
+    keras.utils.set_random_seed(opts.seed)  # fresh weights (the squad head) and dropout
     _, tokenizer, model = load_bert(opts.bert_config_file, opts.vocab_file,
                                     opts.init_checkpoint, opts.do_lower_case,
                                     model_factory=BertSpanLabeler)
