@@ -26,10 +26,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import random
-import time
 from typing import Any, Callable, Mapping, Sequence
 
 from absl import logging
@@ -608,135 +606,41 @@ def squad_loss(start_logits, end_logits, start_positions, end_positions):
             + cross_entropy(end_logits, end_positions)) / 2.0
 
 
-def make_train_step(model, optimizer, clip_norm: float = 1.0):
-    """A compiled step: forward, `squad_loss`, gradients clipped by global norm, update.
-
-    Returns `step(batch) -> {"loss", "learning_rate", "grad_norm"}`, with `batch` holding
-    `input_word_ids`, `input_mask`, `input_type_ids`, `start_positions`, `end_positions`.
-    """
-    import tensorflow as tf
-
-    from bert_tf.training.optimization import clip_by_global_norm
-
-    @tf.function
-    def step(batch):
-        learning_rate = optimizer.learning_rate  # at the pre-update iteration count
-        with tf.GradientTape() as tape:
-            outputs = model({k: batch[k] for k in ("input_word_ids", "input_mask",
-                                                   "input_type_ids")}, training=True)
-            loss = squad_loss(outputs["start_logits"], outputs["end_logits"],
-                              batch["start_positions"], batch["end_positions"])
-        variables = model.trainable_variables
-        grads = tape.gradient(loss, variables)
-        clipped, norm = clip_by_global_norm(grads, clip_norm)
-        # Variables without a gradient (the unused pooler) are skipped, as the original does.
-        optimizer.apply_gradients([(g, v) for g, v in zip(clipped, variables) if g is not None])
-        return {"loss": loss, "learning_rate": tf.convert_to_tensor(learning_rate),
-                "grad_norm": norm}
-
-    return step
-
-
-def _write_checkpoint(model, output_dir: str, step: int, kept: list[str],
-                      keep_max: int) -> str:
-    """`output_dir/model.ckpt-<step>` in the original format + the `checkpoint` state file."""
-    import numpy as np
-
-    from bert_tf.checkpoints import save_original_checkpoint
-    from bert_tf.io_utils import atomic_write_text
-
-    prefix = os.path.join(output_dir, f"model.ckpt-{step}")
-    save_original_checkpoint(model, prefix, overwrite=True,
-                             extra={"global_step": np.int64(step)})
-    if prefix not in kept:
-        kept.append(prefix)
-    while len(kept) > keep_max:
-        old = kept.pop(0)
-        for suffix in (".index", ".data-00000-of-00001"):
-            try:
-                os.remove(old + suffix)
-            except OSError:
-                pass
-    state = [f'model_checkpoint_path: "{os.path.basename(prefix)}"']
-    state += [f'all_model_checkpoint_paths: "{os.path.basename(p)}"' for p in kept]
-    atomic_write_text(os.path.join(output_dir, "checkpoint"), "\n".join(state) + "\n")
-    logging.info("Saved checkpoint %s", prefix)
-    return prefix
-
-
 def train_squad(model, train_features: Sequence[InputFeatures], opts: SquadRunOptions,
                 num_train_steps: int, num_warmup_steps: int) -> dict:
-    """Fine-tunes `model` for `num_train_steps` batches, as the original (AdamWeightDecay with
-    warm-up and linear decay, clip 1.0, input repeated, shuffled over 100 windows, last partial
-    batch dropped). Writes original-format checkpoints every `save_checkpoints_steps` and at the
-    end. Returns {"global_step", "first_loss", "loss" (of the last step), "checkpoint"}."""
-    import tensorflow as tf
-
-    from bert_tf.checkpoints import variable_map
-    from bert_tf.training.optimization import create_optimizer
+    """Fine-tunes `model` on the windows with `squad_loss` through the shared loop
+    (`bert_tf.training.finetuning.train_model`: AdamWeightDecay with warm-up and linear decay,
+    clip 1.0, input repeated, shuffled over 100 windows, last partial batch dropped, original-format
+    checkpoints every `save_checkpoints_steps` and at the end).
+    Returns {"global_step", "first_loss", "loss" (of the last step), "checkpoint"}."""
+    from bert_tf.training.finetuning import FinetuneOptions, train_model
 
     arrays = features_to_arrays(train_features, is_training=True)
     arrays.pop("unique_ids")
-    dataset = (tf.data.Dataset.from_tensor_slices(arrays).repeat()
-               .shuffle(buffer_size=100, seed=opts.seed)
-               .batch(opts.train_batch_size, drop_remainder=True)
-               .prefetch(tf.data.AUTOTUNE))
-    names = {var.path: name for name, var in variable_map(model).items()}
-    optimizer = create_optimizer(opts.learning_rate, num_train_steps, num_warmup_steps,
-                                 variable_names=names)
-    step_fn = make_train_step(model, optimizer)
-    kept: list[str] = []
-    log_every = max(1, min(100, num_train_steps // 10))
-    t_start = time.time()
-    last: dict = {}
-    first_loss = float("nan")
-    checkpoint = None
-    for step, batch in enumerate(dataset.take(num_train_steps), start=1):
-        last = step_fn(batch)
-        if step == 1:
-            first_loss = float(last["loss"])
-        if not math.isfinite(float(last["loss"])):
-            raise FloatingPointError(f"training loss is {float(last['loss'])} at step {step}; "
-                                     "lower --learning_rate or check the data")
-        if step % log_every == 0 or step == num_train_steps:
-            elapsed = time.time() - t_start
-            logging.info("step %d/%d loss=%.4f lr=%.3g grad_norm=%.3f (%.2f steps/s)", step,
-                         num_train_steps, float(last["loss"]), float(last["learning_rate"]),
-                         float(last["grad_norm"]), step / max(elapsed, 1e-9))
-        if step % opts.save_checkpoints_steps == 0 or step == num_train_steps:
-            checkpoint = _write_checkpoint(model, opts.output_dir, step, kept,
-                                           opts.keep_checkpoint_max)
-    return {"global_step": num_train_steps, "first_loss": first_loss,
-            "loss": float(last["loss"]) if last else float("nan"), "checkpoint": checkpoint}
+    options = FinetuneOptions(
+        output_dir=opts.output_dir, learning_rate=opts.learning_rate,
+        num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
+        train_batch_size=opts.train_batch_size,
+        save_checkpoints_steps=opts.save_checkpoints_steps,
+        keep_checkpoint_max=opts.keep_checkpoint_max, seed=opts.seed)
+
+    def loss_fn(outputs, batch):
+        return squad_loss(outputs["start_logits"], outputs["end_logits"],
+                          batch["start_positions"], batch["end_positions"])
+
+    return train_model(model, arrays, loss_fn, options)
 
 
 def predict_logits(model, features: Sequence[InputFeatures], batch_size: int) -> list:
     """Runs the model on every feature; returns one `RawResult` per feature, in order."""
-    import tensorflow as tf
-
     from bert_tf.tasks.squad_postprocess import RawResult
+    from bert_tf.training.finetuning import predict_arrays
 
     arrays = features_to_arrays(features, is_training=False)
     unique_ids = arrays.pop("unique_ids")
-
-    @tf.function
-    def predict_step(batch):
-        outputs = model(batch, training=False)
-        return outputs["start_logits"], outputs["end_logits"]
-
-    results = []
-    dataset = tf.data.Dataset.from_tensor_slices(arrays).batch(batch_size)
-    offset = 0
-    for batch in dataset:
-        start, end = predict_step(batch)
-        start, end = start.numpy(), end.numpy()
-        for i in range(start.shape[0]):
-            results.append(RawResult(unique_id=int(unique_ids[offset + i]),
-                                     start_logits=start[i].tolist(), end_logits=end[i].tolist()))
-        offset += start.shape[0]
-        if len(results) % 1000 < batch_size:
-            logging.info("Processing example: %d", len(results))
-    return results
+    out = predict_arrays(model, arrays, batch_size, ("start_logits", "end_logits"))
+    return [RawResult(unique_id=int(uid), start_logits=start.tolist(), end_logits=end.tolist())
+            for uid, start, end in zip(unique_ids, out["start_logits"], out["end_logits"])]
 
 
 def _has_gold_answers(data: Sequence[Mapping[str, Any]], version_2_with_negative: bool) -> bool:
@@ -770,17 +674,6 @@ def evaluate_predictions(data: Sequence[Mapping[str, Any]], preds,
     return dict(evaluate_squad_v2(data, preds.best_non_null, na_probs=preds.null_odds,
                                   na_prob_thresh=null_score_diff_threshold,
                                   warn=logging.warning))
-
-
-def _latest_checkpoint(output_dir: str) -> str | None:
-    import tensorflow as tf
-
-    if not os.path.isdir(output_dir):
-        return None
-    try:
-        return tf.train.latest_checkpoint(output_dir)
-    except (tf.errors.OpError, ValueError):
-        return None
 
 
 def run_squad(opts: SquadRunOptions) -> dict:
@@ -826,19 +719,20 @@ def run_squad(opts: SquadRunOptions) -> dict:
     from bert_tf.modeling import BertConfig, BertSpanLabeler
     from bert_tf.pretrained import load_bert
     from bert_tf.tasks import squad_postprocess
+    from bert_tf.training.finetuning import init_model, latest_checkpoint, load_checkpoint
 
     validate_options(opts, BertConfig.from_json_file(opts.bert_config_file))
     os.makedirs(opts.output_dir, exist_ok=True)
     import keras
 
     keras.utils.set_random_seed(opts.seed)  # fresh weights (the squad head) and dropout
-    _, tokenizer, model = load_bert(opts.bert_config_file, opts.vocab_file,
-                                    opts.init_checkpoint, opts.do_lower_case,
-                                    model_factory=BertSpanLabeler)
+    _, tokenizer, model = load_bert(opts.bert_config_file, opts.vocab_file, None,
+                                    opts.do_lower_case, model_factory=BertSpanLabeler)
+    init_model(model, opts.init_checkpoint)  # TF1 checkpoint or encoder SavedModel
     result: dict = {"train": None, "predictions": None, "eval": None}
 
     if opts.do_train:
-        if _latest_checkpoint(opts.output_dir):
+        if latest_checkpoint(opts.output_dir):
             logging.warning("%s already holds checkpoints; training starts from "
                             "--init_checkpoint and overwrites them", opts.output_dir)
         train_features = convert_examples_to_features(
@@ -855,12 +749,10 @@ def run_squad(opts: SquadRunOptions) -> dict:
         result["train"] = train_squad(model, train_features, opts, num_train_steps,
                                       num_warmup_steps)
     elif opts.do_predict:
-        from bert_tf.checkpoints import load_original_checkpoint
-
-        latest = _latest_checkpoint(opts.output_dir)
+        latest = latest_checkpoint(opts.output_dir)
         if latest:
             logging.info("Predicting with the latest checkpoint in --output_dir: %s", latest)
-            load_original_checkpoint(model, latest, heads="required")
+            load_checkpoint(model, latest, heads="required")
         elif not opts.init_checkpoint:
             logging.warning("predicting with randomly initialised weights (no --init_checkpoint "
                             "and no checkpoint in --output_dir)")
