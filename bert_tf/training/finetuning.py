@@ -199,8 +199,8 @@ def _load_named(model, prefix: str, required_all: bool) -> dict[str, list[str]]:
             continue
         if tuple(shapes[name]) != tuple(var.shape):
             raise CheckpointError(
-                f"checkpoint {prefix}: variable '{name}' has shape {tuple(shapes[name])}, the model "
-                f"expects {tuple(var.shape)} (is the bert_config.json the one of this checkpoint?)")
+                f"checkpoint {prefix}: variable '{name}' has shape {tuple(shapes[name])}, the "
+                f"model expects {tuple(var.shape)} (is the bert_config.json the one of this checkpoint?)")
         to_assign.append((name, var))
     values = [reader.get_tensor(name) for name, _ in to_assign]
     for (_, var), value in zip(to_assign, values):
@@ -235,7 +235,7 @@ def load_checkpoint(model, path: str, heads: str = "required") -> dict[str, list
 
 
 def is_encoder_savedmodel(path: str) -> bool:
-    """Whether `path` is a directory holding a SavedModel (e.g. from `export_encoder_savedmodel`)."""
+    """Whether `path` is a directory holding a SavedModel (e.g. `export_encoder_savedmodel`'s)."""
     return bool(path) and os.path.isdir(path) and (
         os.path.exists(os.path.join(path, "saved_model.pb"))
         or os.path.exists(os.path.join(path, "saved_model.pbtxt")))
@@ -271,7 +271,8 @@ def _init_from_encoder_savedmodel(model, export_dir: str) -> None:
         name = path_to_name[ref_var.path]
         if tuple(saved_var.shape) != tuple(ref_var.shape):
             raise CheckpointError(f"{export_dir}: variable '{name}' has shape "
-                                  f"{tuple(saved_var.shape)}, its config says {tuple(ref_var.shape)}")
+                                  f"{tuple(saved_var.shape)}, its config says "
+                                  f"{tuple(ref_var.shape)}")
         saved[name] = saved_var
     targets = encoder_variable_map(encoder)
     for name, var in targets.items():

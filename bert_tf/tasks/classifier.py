@@ -1,0 +1,385 @@
+"""Sentence(-pair) classification and regression fine-tuning: one `tools/run_classifier.py` run.
+
+The original `run_classifier.py` as a library function: read a task's files
+(`bert_tf.tasks.glue`), pack features, fine-tune `BertClassifier` with the shared loop
+(`bert_tf.training.finetuning`), evaluate on the dev set(s) with the task's official GLUE metric
+(`bert_tf.evaluation.glue_metrics`) and write test predictions in the original format and as GLUE
+submission files.
+
+Outputs in `output_dir`:
+  * `model.ckpt-<step>` + `checkpoint` (original TF1 names; `output_weights`/`output_bias` head).
+  * `eval_results.txt`: "key = value" lines, sorted, as the original: the task's metrics, e.g.
+    `acc`, `f1`, `acc_and_f1` (MRPC) or `mcc` (CoLA) or `pearson`, `spearmanr`, `corr` (STS-B),
+    plus `eval_loss` and `global_step`. MNLI: matched in `eval_results.txt`, mismatched in
+    `eval_results_mismatched.txt`.
+  * `test_results.tsv`: one line per test example, the class probabilities tab-separated (the
+    original's file; STS-B: the predicted score). MNLI mismatched: `test_results_mismatched.tsv`.
+  * `<TASK>.tsv` (`CoLA.tsv`, `MNLI-m.tsv`, `MNLI-mm.tsv`, `STS-B.tsv`, ...): the GLUE leaderboard
+    file, header `index\\tprediction`, one row per test example with its label name (score for
+    STS-B). With MNLI, `AX.tsv` too when the GLUE diagnostic file is found (see
+    `ClassifierRunOptions.diagnostic_file`).
+
+Where this differs from the original (documented in docs/classifier.md): training examples are
+shuffled once with `seed` before the (100-example-buffer) input shuffle, so that files sorted by
+label (IMDb) train properly; STS-B (regression, mean squared error), SST-2, QQP, QNLI, RTE, WNLI
+and IMDb are added; MNLI also evaluates the mismatched set.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import random
+from typing import Sequence
+
+from absl import logging
+
+from bert_tf.tasks import glue
+
+
+@dataclasses.dataclass
+class ClassifierRunOptions:
+    """The original run_classifier.py flags (same names and defaults), plus `seed` (example and
+    input shuffle, new weights, dropout), `dev_file` (evaluate on this file, in the task's
+    train/dev layout, instead of the task's dev set), `xnli_language`, `diagnostic_file` (GLUE
+    AX, predicted with an MNLI model), and `keep_checkpoint_max`."""
+
+    task_name: str
+    data_dir: str
+    bert_config_file: str
+    vocab_file: str
+    output_dir: str
+    init_checkpoint: str | None = None
+    do_lower_case: bool = True
+    max_seq_length: int = 128
+    do_train: bool = False
+    do_eval: bool = False
+    do_predict: bool = False
+    train_batch_size: int = 32
+    eval_batch_size: int = 8
+    predict_batch_size: int = 8
+    learning_rate: float = 5e-5
+    num_train_epochs: float = 3.0
+    warmup_proportion: float = 0.1
+    save_checkpoints_steps: int = 1000
+    seed: int = 12345
+    dev_file: str | None = None
+    xnli_language: str = "zh"
+    diagnostic_file: str | None = None
+    keep_checkpoint_max: int = 5
+
+
+def validate_options(opts: ClassifierRunOptions, config=None) -> None:
+    """Flag checks of the original (ValueError naming the flag)."""
+    if not (opts.do_train or opts.do_eval or opts.do_predict):
+        raise ValueError("At least one of `do_train`, `do_eval` or `do_predict' must be True.")
+    glue.canonical_task_name(opts.task_name)
+    for name in ("train_batch_size", "eval_batch_size", "predict_batch_size",
+                 "save_checkpoints_steps", "max_seq_length", "keep_checkpoint_max"):
+        if getattr(opts, name) <= 0:
+            raise ValueError(f"--{name} must be positive, got {getattr(opts, name)}")
+    if opts.max_seq_length < 3:
+        raise ValueError(f"--max_seq_length must be at least 3 ([CLS] A [SEP] B [SEP] needs "
+                         f"room), got {opts.max_seq_length}")
+    if not 0.0 <= opts.warmup_proportion <= 1.0:
+        raise ValueError(f"--warmup_proportion must be in [0, 1], got {opts.warmup_proportion}")
+    if opts.do_train and not opts.learning_rate > 0:
+        raise ValueError(f"--learning_rate must be positive, got {opts.learning_rate}")
+    if not opts.data_dir or not os.path.isdir(opts.data_dir):
+        raise ValueError(f"--data_dir={opts.data_dir} is not a directory")
+    for name in ("bert_config_file", "vocab_file"):
+        if not os.path.exists(getattr(opts, name) or ""):
+            raise ValueError(f"--{name}={getattr(opts, name)} does not exist")
+    if config is not None and opts.max_seq_length > config.max_position_embeddings:
+        raise ValueError(
+            f"Cannot use sequence length {opts.max_seq_length} because the BERT model was only "
+            f"trained up to sequence length {config.max_position_embeddings} "
+            f"(--max_seq_length vs max_position_embeddings in {opts.bert_config_file})")
+
+
+# ---------------------------------------------------------------------------------------------
+# Losses and outputs
+# ---------------------------------------------------------------------------------------------
+def classification_loss(logits, label_ids):
+    """The original's loss: mean over the batch of −log softmax(logits)[label].
+
+    Args: logits [batch, num_labels] float; label_ids [batch] int. Returns a scalar.
+    """
+    import tensorflow as tf
+
+    logits = tf.cast(logits, tf.float32)
+    log_probs = tf.nn.log_softmax(logits, axis=-1)
+    one_hot = tf.one_hot(tf.cast(label_ids, tf.int32), depth=tf.shape(logits)[-1])
+    return tf.reduce_mean(-tf.reduce_sum(one_hot * log_probs, axis=-1))
+
+
+def regression_loss(logits, labels):
+    """Mean squared error of the single output: logits [batch, 1], labels [batch] float."""
+    import tensorflow as tf
+
+    predictions = tf.cast(logits, tf.float32)[:, 0]
+    return tf.reduce_mean(tf.square(predictions - tf.cast(labels, tf.float32)))
+
+
+def per_example_losses(logits, label_ids, regression: bool):
+    """NumPy per-example losses (the same formulas as the training losses), for `eval_loss`."""
+    import numpy as np
+
+    logits = logits.astype(np.float64)
+    if regression:
+        return np.square(logits[:, 0] - label_ids)
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    log_probs = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    return -log_probs[np.arange(len(label_ids)), label_ids.astype(np.int64)]
+
+
+def softmax(logits):
+    import numpy as np
+
+    shifted = logits.astype(np.float64) - logits.max(axis=-1, keepdims=True)
+    e = np.exp(shifted)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def format_eval_results(results: dict) -> str:
+    """The original eval_results.txt: "key = value" lines in sorted key order."""
+    return "".join(f"{key} = {results[key]}\n" for key in sorted(results))
+
+
+def _suffix(split_name: str) -> str:
+    """File-name suffix of a split: "" for the main dev/test set, "_mismatched" (MNLI),
+    "_diagnostic" (GLUE AX)."""
+    if split_name.endswith("mismatched"):
+        return "_mismatched"
+    return "_diagnostic" if split_name == "diagnostic" else ""
+
+
+def write_test_outputs(output_dir: str, processor: glue.DataProcessor, split: glue.EvalSplit,
+                       logits, leaderboard_name: str | None) -> dict[str, str]:
+    """Writes test_results[_mismatched].tsv (original format) and the GLUE leaderboard file.
+
+    Args:
+      logits: [N, num_labels] model outputs for `split.examples`, in order.
+    Returns: {"test_results": path, "leaderboard": path or None}.
+    """
+    from bert_tf.io_utils import atomic_write_text
+
+    examples = split.examples
+    if processor.is_regression:
+        scores = [float(x) for x in logits[:, 0]]
+        lines = [f"{s}\n" for s in scores]
+        predictions = [f"{s:.6f}" for s in scores]
+    else:
+        probabilities = softmax(logits)
+        lines = ["\t".join(str(float(p)) for p in row) + "\n" for row in probabilities]
+        predictions = [processor.labels[i] for i in probabilities.argmax(axis=-1)]
+    paths = {"test_results": os.path.join(output_dir, f"test_results{_suffix(split.name)}.tsv"),
+             "leaderboard": None}
+    atomic_write_text(paths["test_results"], "".join(lines))
+    if leaderboard_name:
+        rows = ["index\tprediction\n"] + [f"{e.index}\t{p}\n"
+                                          for e, p in zip(examples, predictions)]
+        paths["leaderboard"] = os.path.join(output_dir, f"{leaderboard_name}.tsv")
+        atomic_write_text(paths["leaderboard"], "".join(rows))
+    logging.info("Wrote %d predictions to %s%s", len(examples), paths["test_results"],
+                 f" and {paths['leaderboard']}" if paths["leaderboard"] else "")
+    return paths
+
+
+def find_diagnostic_file(data_dir: str, explicit: str | None) -> str | None:
+    """The GLUE diagnostic (AX) file: `explicit`, else `data_dir/diagnostic.tsv`, else
+    `data_dir/../diagnostic/diagnostic.tsv` (the GLUE download's layout), else None."""
+    if explicit:
+        if not os.path.exists(explicit):
+            raise ValueError(f"--diagnostic_file={explicit} does not exist")
+        return explicit
+    for candidate in (os.path.join(data_dir, "diagnostic.tsv"),
+                      os.path.join(data_dir, os.pardir, "diagnostic", "diagnostic.tsv")):
+        if os.path.exists(candidate):
+            return os.path.normpath(candidate)
+    return None
+
+
+def read_diagnostic(path: str) -> glue.EvalSplit:
+    """GLUE AX: `index sentence1 sentence2` (header), predicted with an MNLI model."""
+    processor = glue.MnliProcessor()
+    examples = processor.read_examples(path, "test", glue._Layout(text_a=1, text_b=2, index=0))
+    return glue.EvalSplit("diagnostic", examples, "AX")
+
+
+def _checkpoint_global_step(prefix: str | None) -> int:
+    if not prefix:
+        return 0
+    import tensorflow as tf
+
+    try:
+        return int(tf.train.load_checkpoint(prefix).get_tensor("global_step"))
+    except (tf.errors.OpError, ValueError):
+        return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# One run
+# ---------------------------------------------------------------------------------------------
+def run_classifier(opts: ClassifierRunOptions) -> dict:
+    """One run of tools/run_classifier.py: optional fine-tuning, evaluation, prediction.
+
+    Evaluation and prediction use the weights just trained; without `do_train`, the latest
+    checkpoint in `output_dir` if there is one (as the original's Estimator), else
+    `init_checkpoint`.
+
+    Returns:
+      {"task": canonical name, "train": train_model's result or None,
+       "eval": {split name: metrics incl. eval_loss and global_step} or None,
+       "predict": {split name: written paths} or None, "metric_key": the dev score the paper
+       reports for the task, e.g. "acc", "f1", "mcc", "spearmanr"}.
+
+    Raises:
+      ValueError (flags), GlueDataError (files, naming file and line), CheckpointError
+      (checkpoint of another model size, naming the variable), FloatingPointError (NaN loss).
+    """
+    from bert_tf.tokenization import validate_case_matches_checkpoint
+
+    # Flag and data errors are reported before TensorFlow is imported.
+    validate_options(opts)
+    validate_case_matches_checkpoint(opts.do_lower_case, opts.init_checkpoint)
+    task = glue.canonical_task_name(opts.task_name)
+    processor = glue.get_processor(task, opts.xnli_language)
+    label_list = processor.get_labels()
+    train_examples = None
+    if opts.do_train:
+        train_examples = processor.get_train_examples(opts.data_dir, opts.dev_file)
+        random.Random(opts.seed).shuffle(train_examples)
+        from bert_tf.training.finetuning import num_train_and_warmup_steps
+
+        num_train_steps, num_warmup_steps = num_train_and_warmup_steps(
+            len(train_examples), opts.train_batch_size, opts.num_train_epochs,
+            opts.warmup_proportion)
+    dev_splits = processor.get_dev_splits(opts.data_dir, opts.dev_file) if opts.do_eval else []
+    test_splits: list[glue.EvalSplit] = []
+    if opts.do_predict:
+        test_splits = processor.get_test_splits(opts.data_dir)
+        if task == "mnli":
+            diagnostic = find_diagnostic_file(opts.data_dir, opts.diagnostic_file)
+            if diagnostic:
+                test_splits.append(read_diagnostic(diagnostic))
+
+    import keras
+
+    from bert_tf.evaluation.glue_metrics import glue_metrics
+    from bert_tf.io_utils import atomic_write_text
+    from bert_tf.modeling import BertClassifier, BertConfig
+    from bert_tf.pretrained import load_bert
+    from bert_tf.training.finetuning import (FinetuneOptions, init_model, latest_checkpoint,
+                                             load_checkpoint, predict_arrays, train_model)
+
+    validate_options(opts, BertConfig.from_json_file(opts.bert_config_file))
+    os.makedirs(opts.output_dir, exist_ok=True)
+    keras.utils.set_random_seed(opts.seed)  # the new classifier weights and dropout
+    regression = processor.is_regression
+    _, tokenizer, model = load_bert(
+        opts.bert_config_file, opts.vocab_file, None, opts.do_lower_case,
+        model_factory=lambda c: BertClassifier(c, num_labels=processor.num_labels))
+    init_model(model, opts.init_checkpoint)
+    result: dict = {"task": task, "train": None, "eval": None, "predict": None,
+                    "metric_key": processor.metric_key}
+
+    checkpoint = None
+    if opts.do_train:
+        if latest_checkpoint(opts.output_dir):
+            logging.warning("%s already holds checkpoints; training starts from "
+                            "--init_checkpoint and overwrites them", opts.output_dir)
+        features = glue.convert_examples_to_features(train_examples, label_list,
+                                                     opts.max_seq_length, tokenizer, "train")
+        arrays = glue.features_to_arrays(features, regression)
+        logging.info("***** Running training *****")
+        logging.info("  Num examples = %d", len(train_examples))
+        logging.info("  Batch size = %d", opts.train_batch_size)
+        logging.info("  Num steps = %d", num_train_steps)
+        options = FinetuneOptions(
+            output_dir=opts.output_dir, learning_rate=opts.learning_rate,
+            num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
+            train_batch_size=opts.train_batch_size,
+            save_checkpoints_steps=opts.save_checkpoints_steps,
+            keep_checkpoint_max=opts.keep_checkpoint_max, seed=opts.seed)
+        loss = regression_loss if regression else classification_loss
+
+        def loss_fn(outputs, batch):
+            return loss(outputs["logits"], batch["label_ids"])
+
+        result["train"] = train_model(model, arrays, loss_fn, options)
+        checkpoint = result["train"]["checkpoint"]
+        global_step = result["train"]["global_step"]
+    else:
+        checkpoint = latest_checkpoint(opts.output_dir)
+        if checkpoint:
+            logging.info("Using the latest checkpoint in --output_dir: %s", checkpoint)
+            load_checkpoint(model, checkpoint, heads="required")
+        elif not opts.init_checkpoint:
+            logging.warning("evaluating/predicting with randomly initialised weights (no "
+                            "--init_checkpoint and no checkpoint in --output_dir)")
+        global_step = _checkpoint_global_step(checkpoint)
+
+    if opts.do_eval:
+        result["eval"] = {}
+        for split in dev_splits:
+            features = glue.convert_examples_to_features(split.examples, label_list,
+                                                         opts.max_seq_length, tokenizer,
+                                                         split.name)
+            arrays = glue.features_to_arrays(features, regression)
+            logging.info("***** Running evaluation: %s *****", split.name)
+            logging.info("  Num examples = %d", len(features))
+            logging.info("  Batch size = %d", opts.eval_batch_size)
+            logits = predict_arrays(model, arrays, opts.eval_batch_size, ["logits"])["logits"]
+            labels = arrays["label_ids"]
+            predictions = logits[:, 0] if regression else logits.argmax(axis=-1)
+            metrics = {k: float(v) for k, v in glue_metrics(task, predictions, labels).items()}
+            metrics["eval_loss"] = float(per_example_losses(logits, labels, regression).mean())
+            metrics["global_step"] = int(global_step)
+            path = os.path.join(opts.output_dir, f"eval_results{_suffix(split.name)}.txt")
+            atomic_write_text(path, format_eval_results(metrics))
+            logging.info("***** Eval results: %s *****", split.name)
+            for key in sorted(metrics):
+                logging.info("  %s = %s", key, metrics[key])
+            if any(isinstance(v, float) and math.isnan(v) for v in metrics.values()):
+                logging.warning("%s: some metric is nan (a constant prediction has no defined "
+                                "correlation)", split.name)
+            result["eval"][split.name] = metrics
+
+    if opts.do_predict:
+        result["predict"] = {}
+        for split in test_splits:
+            features = glue.convert_examples_to_features(split.examples, label_list,
+                                                         opts.max_seq_length, tokenizer,
+                                                         split.name)
+            arrays = glue.features_to_arrays(features, regression)
+            logging.info("***** Running prediction: %s *****", split.name)
+            logging.info("  Num examples = %d", len(features))
+            logging.info("  Batch size = %d", opts.predict_batch_size)
+            logits = predict_arrays(model, arrays, opts.predict_batch_size, ["logits"])["logits"]
+            result["predict"][split.name] = write_test_outputs(
+                opts.output_dir, processor, split, logits, split.leaderboard_name)
+    return result
+
+
+def primary_score(result: dict) -> float | None:
+    """The dev score of a run (first dev split, the task's `metric_key`), or None."""
+    evals = result.get("eval") or {}
+    if not evals:
+        return None
+    first = next(iter(evals.values()))
+    return first.get(result["metric_key"])
+
+
+def summarize(result: dict) -> str:
+    """A JSON line for logs: task, steps, losses and dev metrics."""
+    train = result.get("train") or {}
+    return json.dumps({"task": result["task"], "global_step": train.get("global_step"),
+                       "first_loss": train.get("first_loss"), "loss": train.get("loss"),
+                       "eval": result.get("eval")}, sort_keys=True)
+
+
+__all__: Sequence[str] = ["ClassifierRunOptions", "run_classifier", "validate_options",
+                          "classification_loss", "regression_loss", "format_eval_results",
+                          "write_test_outputs", "primary_score"]
