@@ -1,0 +1,429 @@
+"""SWAG (Situations With Adversarial Generations) multiple choice with BERT: reading the csv files,
+packing one `[CLS] context [SEP] ending [SEP]` input per choice, the softmax loss over the choices,
+accuracy and the predictions file.
+
+Data flow: `read_swag_examples` → `convert_examples_to_features` (int32 [N, 4, max_seq_length]
+arrays) → `BertMultipleChoice` (a score per choice from its pooled [CLS] vector; logits
+[N, 4]) → `multiple_choice_loss` (softmax cross-entropy over the four choices) / `accuracy` →
+`write_predictions`. `run_swag` drives a whole `tools/run_swag.py` invocation.
+
+The paper (section 4.4): "we construct four input sequences, each containing the concatenation of
+the given sentence (sentence A) and a possible continuation (sentence B). The only task-specific
+parameters introduced is a vector whose dot product with the [CLS] token representation C
+denotes a score for each choice which is normalized with a softmax layer." Here sentence A is
+`sent1` and sentence B is `sent2 + " " + ending<i>` (`sent2` is the start of the continuation
+shared by the four endings). A pair longer than `max_seq_length - 3` WordPiece tokens is
+truncated as the original `truncate_seq_pair` does (the longer segment loses its last token
+first); truncations are counted in the log.
+
+File format (swagaf `data/{train,val,test}.csv`): a header line
+`,video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,ending1,ending2,ending3,label`
+(the first, unnamed column is the row index; `test.csv` has no `label`), then one csv row per
+question. Columns are found by name, so the unnamed index column may be absent.
+"""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import os
+import random
+from typing import Any, Sequence
+
+from absl import logging
+
+from bert_tf.tasks.packing import pack_tokens
+
+NUM_CHOICES = 4
+REQUIRED_COLUMNS = ("sent1", "sent2", *(f"ending{i}" for i in range(NUM_CHOICES)))
+
+
+class SwagDataError(ValueError):
+    """A SWAG file or row that cannot be used (the message names the file and line)."""
+
+
+@dataclasses.dataclass
+class SwagExample:
+    """One SWAG question.
+
+    Attributes:
+      example_id: the row's index column (the unnamed first column), or its row number from 0.
+      context_sentence: `sent1`.
+      start_ending: `sent2`, the start of every continuation.
+      endings: `ending0` ... `ending3`.
+      label: index of the right ending, or None (test files).
+      line: 1-based line of the row in its file.
+    """
+
+    example_id: str
+    context_sentence: str
+    start_ending: str
+    endings: list[str]
+    label: int | None = None
+    line: int = 0
+
+    def choice_texts(self) -> list[str]:
+        """Sentence B of every choice: `sent2 + " " + ending`."""
+        return [f"{self.start_ending} {ending}".strip() for ending in self.endings]
+
+
+def read_swag_examples(path: str | os.PathLike, require_label: bool) -> list[SwagExample]:
+    """Reads a SWAG csv file (see the module docstring).
+
+    Args:
+      path: the file (UTF-8 csv with a header line).
+      require_label: every row must have a `label` in 0..3 (training and evaluation). Otherwise
+        labels are read when the file has the column and left None when it has not.
+
+    Returns:
+      The examples in file order.
+
+    Raises:
+      SwagDataError naming the file and line: missing columns, a row with the wrong number of
+      fields, a missing or bad label.
+    """
+    source = os.fspath(path)
+    try:
+        f = open(source, encoding="utf-8", newline="")
+    except OSError as e:
+        raise SwagDataError(f"cannot read SWAG file {source}: {e}") from e
+    examples: list[SwagExample] = []
+    with f:
+        reader = csv.reader(f)
+        try:
+            header = next(reader)
+        except StopIteration:
+            raise SwagDataError(f"{source}: empty file (expected a csv header line)") from None
+        except (csv.Error, UnicodeDecodeError) as e:
+            raise SwagDataError(f"{source}:1: cannot read the csv header: {e}") from e
+        columns = {name.strip(): i for i, name in enumerate(header)}
+        missing = [c for c in REQUIRED_COLUMNS if c not in columns]
+        if missing:
+            raise SwagDataError(
+                f"{source}:1: the header lacks {', '.join(missing)} (expected the SWAG columns "
+                "video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,ending1,ending2,"
+                f"ending3[,label]; got {','.join(header)})")
+        has_label = "label" in columns
+        if require_label and not has_label:
+            raise SwagDataError(f"{source}:1: no `label` column; training and evaluation need "
+                                "the label of every question")
+        id_column = 0 if header and header[0].strip() == "" else None
+        row_number = 0
+        line = reader.line_num
+        while True:
+            try:
+                row = next(reader)
+            except StopIteration:
+                break
+            except (csv.Error, UnicodeDecodeError) as e:
+                raise SwagDataError(f"{source}:{reader.line_num}: not a valid csv row: {e}") from e
+            start_line = line + 1
+            line = reader.line_num
+            if not row or all(not field.strip() for field in row):
+                continue
+            if len(row) != len(header):
+                raise SwagDataError(f"{source}:{start_line}: {len(row)} fields, the header has "
+                                    f"{len(header)}")
+            label = None
+            if has_label:
+                text = row[columns["label"]].strip()
+                if text or require_label:
+                    try:
+                        label = int(text)
+                    except ValueError:
+                        label = -1
+                    if not 0 <= label < NUM_CHOICES:
+                        raise SwagDataError(f"{source}:{start_line}: label {text!r} is not one of "
+                                            f"0..{NUM_CHOICES - 1}")
+            example_id = row[id_column].strip() if id_column is not None else str(row_number)
+            examples.append(SwagExample(
+                example_id=example_id, context_sentence=row[columns["sent1"]],
+                start_ending=row[columns["sent2"]],
+                endings=[row[columns[f"ending{i}"]] for i in range(NUM_CHOICES)],
+                label=label, line=start_line))
+            row_number += 1
+    if not examples:
+        raise SwagDataError(f"{source}: no rows after the header")
+    return examples
+
+
+def convert_examples_to_features(examples: Sequence[SwagExample], tokenizer, max_seq_length: int,
+                                 log_examples: int = 3) -> dict:
+    """Packs every choice of every example as `[CLS] sent1 [SEP] sent2 ending [SEP]`.
+
+    Args:
+      examples: from `read_swag_examples`.
+      tokenizer: a `FullTokenizer`.
+      max_seq_length: length of each packed choice (>= 3).
+      log_examples: log the tokens of this many first examples.
+
+    Returns:
+      {"input_word_ids", "input_mask", "input_type_ids"}: int32 [N, 4, max_seq_length], and
+      "labels" int32 [N] (-1 for examples without a label).
+    """
+    import numpy as np
+
+    if max_seq_length < 3:
+        raise ValueError(f"max_seq_length must be >= 3, got {max_seq_length}")
+    n = len(examples)
+    ids = np.zeros((n, NUM_CHOICES, max_seq_length), np.int32)
+    mask = np.zeros_like(ids)
+    types = np.zeros_like(ids)
+    labels = np.full((n,), -1, np.int32)
+    truncated = 0
+    for i, example in enumerate(examples):
+        context_tokens = tokenizer.tokenize(example.context_sentence)
+        for j, choice in enumerate(example.choice_texts()):
+            packed = pack_tokens(context_tokens, tokenizer.tokenize(choice), max_seq_length,
+                                 tokenizer.vocab)
+            truncated += packed.truncated
+            ids[i, j], mask[i, j], types[i, j] = (packed.input_ids, packed.input_mask,
+                                                  packed.segment_ids)
+            if i < log_examples:
+                logging.info("swag example %s choice %d: %s", example.example_id, j,
+                             " ".join(packed.tokens))
+        if example.label is not None:
+            labels[i] = example.label
+    if truncated:
+        logging.info("%d of %d choices were longer than max_seq_length=%d and were truncated "
+                     "(longer segment first)", truncated, n * NUM_CHOICES, max_seq_length)
+    return {"input_word_ids": ids, "input_mask": mask, "input_type_ids": types,
+            "labels": labels}
+
+
+def multiple_choice_loss(logits, labels):
+    """Mean softmax cross-entropy over the choices.
+
+    Args: logits float [batch, num_choices]; labels int [batch]. Returns a scalar float32.
+    """
+    import tensorflow as tf
+
+    log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
+    labels = tf.reshape(tf.cast(labels, tf.int32), [-1])
+    return -tf.reduce_mean(tf.gather(log_probs, labels, batch_dims=1))
+
+
+def swag_loss_fn(outputs: dict, batch: dict):
+    """`LossFn` for `bert_tf.training.finetuning.train_model`."""
+    return multiple_choice_loss(outputs["logits"], batch["labels"])
+
+
+def softmax(logits):
+    """Row-wise softmax of a NumPy array [N, C] (float64)."""
+    import numpy as np
+
+    z = logits.astype(np.float64) - logits.max(axis=-1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def evaluate_logits(logits, labels) -> dict[str, float]:
+    """Accuracy and mean loss of logits [N, C] against labels [N] (NumPy)."""
+    import numpy as np
+
+    probs = softmax(logits)
+    labels = np.asarray(labels)
+    picked = probs[np.arange(len(labels)), labels]
+    return {"accuracy": float(np.mean(np.argmax(logits, axis=-1) == labels)),
+            "loss": float(-np.mean(np.log(np.maximum(picked, 1e-30))))}
+
+
+def write_predictions(path: str | os.PathLike, examples: Sequence[SwagExample], logits) -> None:
+    """A tsv file: header `id  prediction  label  prob0..prob3`, one row per example (label empty
+    when unknown). Written atomically."""
+    from bert_tf.io_utils import atomic_output_path
+
+    probs = softmax(logits)
+    with atomic_output_path(path) as tmp:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write("\t".join(["id", "prediction", "label",
+                               *(f"prob{i}" for i in range(NUM_CHOICES))]) + "\n")
+            for example, p in zip(examples, probs):
+                label = "" if example.label is None else str(example.label)
+                f.write("\t".join([example.example_id, str(int(p.argmax())), label,
+                                   *(f"{x:.6f}" for x in p)]) + "\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# One run of tools/run_swag.py
+# ---------------------------------------------------------------------------------------------
+@dataclasses.dataclass
+class SwagRunOptions:
+    """Flags of tools/run_swag.py (the original scripts' names; defaults are the paper's SWAG
+    setting: 3 epochs, learning rate 2e-5, batch size 16)."""
+
+    bert_config_file: str
+    vocab_file: str
+    output_dir: str
+    train_file: str | None = None
+    eval_file: str | None = None
+    predict_file: str | None = None
+    init_checkpoint: str | None = None
+    do_lower_case: bool = True
+    max_seq_length: int = 128
+    do_train: bool = False
+    do_eval: bool = False
+    do_predict: bool = False
+    train_batch_size: int = 16
+    eval_batch_size: int = 8
+    predict_batch_size: int = 8
+    learning_rate: float = 2e-5
+    num_train_epochs: float = 3.0
+    warmup_proportion: float = 0.1
+    save_checkpoints_steps: int = 1000
+    keep_checkpoint_max: int = 5
+    seed: int = 12345
+
+
+def resolve_data_files(data_dir: str | None, train_file: str | None, eval_file: str | None,
+                       predict_file: str | None) -> tuple[str | None, str | None, str | None]:
+    """`--data_dir` gives `train.csv`, `val.csv` and `test.csv` for files not given explicitly."""
+    if data_dir:
+        train_file = train_file or os.path.join(data_dir, "train.csv")
+        eval_file = eval_file or os.path.join(data_dir, "val.csv")
+        predict_file = predict_file or os.path.join(data_dir, "test.csv")
+    return train_file, eval_file, predict_file
+
+
+def validate_options(opts: SwagRunOptions, config=None) -> None:
+    """Flag checks (ValueError naming the flag)."""
+    if not (opts.do_train or opts.do_eval or opts.do_predict):
+        raise ValueError("At least one of `do_train`, `do_eval` or `do_predict` must be True.")
+    for flag, name in (("do_train", "train_file"), ("do_eval", "eval_file"),
+                       ("do_predict", "predict_file")):
+        if getattr(opts, flag) and not getattr(opts, name):
+            raise ValueError(f"--{flag} needs --{name} (or --data_dir)")
+        if getattr(opts, flag) and not os.path.exists(getattr(opts, name)):
+            raise ValueError(f"--{name}={getattr(opts, name)} does not exist")
+    for name in ("train_batch_size", "eval_batch_size", "predict_batch_size",
+                 "save_checkpoints_steps", "keep_checkpoint_max"):
+        if getattr(opts, name) <= 0:
+            raise ValueError(f"--{name} must be positive, got {getattr(opts, name)}")
+    if opts.max_seq_length < 3:
+        raise ValueError(f"--max_seq_length must be >= 3, got {opts.max_seq_length}")
+    if not 0.0 <= opts.warmup_proportion <= 1.0:
+        raise ValueError(f"--warmup_proportion must be in [0, 1], got {opts.warmup_proportion}")
+    if config is not None and opts.max_seq_length > config.max_position_embeddings:
+        raise ValueError(
+            f"Cannot use sequence length {opts.max_seq_length} because the BERT model was only "
+            f"trained up to sequence length {config.max_position_embeddings} "
+            f"(--max_seq_length vs max_position_embeddings in {opts.bert_config_file})")
+
+
+def _write_results(path: str, metrics: dict[str, Any]) -> None:
+    from bert_tf.io_utils import atomic_write_text
+
+    atomic_write_text(path, "".join(f"{k} = {metrics[k]}\n" for k in sorted(metrics)))
+
+
+def run_swag(opts: SwagRunOptions) -> dict:
+    """One run of tools/run_swag.py: optional fine-tuning, evaluation and prediction.
+
+    Writes into `opts.output_dir`: `model.ckpt-<step>` checkpoints (training);
+    `eval_predictions.tsv` and `eval_results.txt` (`eval_accuracy`, `eval_loss`, `global_step`,
+    ...) for --do_eval; `test_predictions.tsv` (and `test_results.txt` when the file has labels)
+    for --do_predict. Without --do_train, the latest checkpoint in `output_dir` is used if there
+    is one, else --init_checkpoint.
+
+    Returns: {"train": train_model's dict or None, "eval": metrics or None, "test": metrics or
+    None}.
+    """
+    from bert_tf.tokenization import validate_case_matches_checkpoint
+
+    validate_options(opts)
+    validate_case_matches_checkpoint(opts.do_lower_case, opts.init_checkpoint)
+    train_examples = eval_examples = predict_examples = None
+    if opts.do_train:
+        train_examples = read_swag_examples(opts.train_file, require_label=True)
+    if opts.do_eval:
+        eval_examples = read_swag_examples(opts.eval_file, require_label=True)
+    if opts.do_predict:
+        predict_examples = read_swag_examples(opts.predict_file, require_label=False)
+
+    import keras
+
+    from bert_tf.modeling import BertConfig, BertMultipleChoice
+    from bert_tf.pretrained import check_vocab_matches_config, load_tokenizer
+    from bert_tf.training import finetuning
+
+    config = BertConfig.from_json_file(opts.bert_config_file)
+    validate_options(opts, config)
+    check_vocab_matches_config(opts.vocab_file, config, opts.bert_config_file)
+    tokenizer = load_tokenizer(opts.vocab_file, opts.do_lower_case)
+    os.makedirs(opts.output_dir, exist_ok=True)
+    keras.utils.set_random_seed(opts.seed)
+    model = BertMultipleChoice(config, num_choices=NUM_CHOICES)
+    result: dict = {"train": None, "eval": None, "test": None}
+    global_step = None
+
+    if opts.do_train:
+        if finetuning.latest_checkpoint(opts.output_dir):
+            logging.warning("%s already holds checkpoints; training starts from "
+                            "--init_checkpoint and overwrites them", opts.output_dir)
+        finetuning.init_model(model, opts.init_checkpoint)
+        random.Random(opts.seed).shuffle(train_examples)
+        arrays = convert_examples_to_features(train_examples, tokenizer, opts.max_seq_length)
+        num_train_steps, num_warmup_steps = finetuning.num_train_and_warmup_steps(
+            len(train_examples), opts.train_batch_size, opts.num_train_epochs,
+            opts.warmup_proportion)
+        logging.info("***** Running training *****")
+        logging.info("  Num examples = %d", len(train_examples))
+        logging.info("  Batch size = %d", opts.train_batch_size)
+        logging.info("  Num steps = %d", num_train_steps)
+        train_options = finetuning.FinetuneOptions(
+            output_dir=opts.output_dir, learning_rate=opts.learning_rate,
+            num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
+            train_batch_size=opts.train_batch_size,
+            save_checkpoints_steps=opts.save_checkpoints_steps,
+            keep_checkpoint_max=opts.keep_checkpoint_max, seed=opts.seed)
+        result["train"] = finetuning.train_model(model, arrays, swag_loss_fn, train_options)
+        global_step = result["train"]["global_step"]
+        _write_results(os.path.join(opts.output_dir, "train_results.txt"),
+                       {"first_loss": result["train"]["first_loss"],
+                        "loss": result["train"]["loss"], "global_step": global_step})
+    else:
+        latest = finetuning.latest_checkpoint(opts.output_dir)
+        if latest:
+            logging.info("Using the latest checkpoint in --output_dir: %s", latest)
+            finetuning.init_model(model, None)
+            finetuning.load_checkpoint(model, latest, heads="required")
+            global_step = _global_step_of(latest)
+        else:
+            if not opts.init_checkpoint:
+                logging.warning("no --init_checkpoint and no checkpoint in --output_dir: "
+                                "predicting with randomly initialised weights")
+            finetuning.init_model(model, opts.init_checkpoint)
+
+    for prefix, examples, batch_size in (("eval", eval_examples, opts.eval_batch_size),
+                                         ("test", predict_examples, opts.predict_batch_size)):
+        if examples is None:
+            continue
+        arrays = convert_examples_to_features(examples, tokenizer, opts.max_seq_length)
+        logging.info("***** Running %s *****", prefix)
+        logging.info("  Num examples = %d, batch size = %d", len(examples), batch_size)
+        logits = finetuning.predict_arrays(model, arrays, batch_size, ["logits"])["logits"]
+        write_predictions(os.path.join(opts.output_dir, f"{prefix}_predictions.tsv"), examples,
+                          logits)
+        if any(e.label is None for e in examples):
+            logging.info("%s has no labels; predictions written, not scored",
+                         opts.predict_file)
+            continue
+        scores = evaluate_logits(logits, arrays["labels"])
+        metrics = {f"{prefix}_accuracy": scores["accuracy"], f"{prefix}_loss": scores["loss"],
+                   f"{prefix}_num_examples": len(examples)}
+        if global_step is not None:
+            metrics["global_step"] = global_step
+        _write_results(os.path.join(opts.output_dir, f"{prefix}_results.txt"), metrics)
+        logging.info("***** %s results *****", prefix)
+        for key in sorted(metrics):
+            logging.info("  %s = %s", key, metrics[key])
+        result[prefix] = metrics
+    return result
+
+
+def _global_step_of(checkpoint: str) -> int | None:
+    import tensorflow as tf
+
+    try:
+        return int(tf.train.load_checkpoint(checkpoint).get_tensor("global_step"))
+    except (tf.errors.OpError, ValueError, KeyError):
+        return None
