@@ -8,13 +8,9 @@ same inputs and outputs (`encoder_outputs` stacked: [L, batch, seq, H]).
 """
 from __future__ import annotations
 
-import contextlib
-import os
-import shutil
-import tempfile
-
 import tensorflow as tf
 
+from bert_tf.export.savedmodel_io import write_atomically
 from bert_tf.modeling import BertEncoder
 
 
@@ -58,25 +54,11 @@ def export_encoder_savedmodel(encoder: BertEncoder, export_dir: str, overwrite: 
     """Saves the encoder to `export_dir` atomically (written beside it, then renamed).
 
     An existing `export_dir` is an error unless `overwrite`; it is replaced only after the new
-    export is complete.
+    export is complete. (For TF Serving's versioned layout use
+    `bert_tf.export.savedmodel_io.save_versioned_savedmodel`.)
     """
-    export_dir = os.path.abspath(export_dir)
-    if os.path.exists(export_dir) and not overwrite:
-        raise FileExistsError(f"{export_dir} already exists; refusing to overwrite it")
-    parent = os.path.dirname(export_dir)
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(export_dir)}.tmp", dir=parent)
-    try:
-        root = encoder_savedmodel_root(encoder)
-        tf.saved_model.save(root, tmp, signatures={"serving_default": root.serving_default})
-        if os.path.exists(export_dir):
-            old = tmp + ".old"
-            os.replace(export_dir, old)
-            os.replace(tmp, export_dir)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, export_dir)
-    finally:
-        with contextlib.suppress(OSError):
-            shutil.rmtree(tmp)
-    return export_dir
+    root = encoder_savedmodel_root(encoder)
+    return write_atomically(
+        export_dir, lambda tmp: tf.saved_model.save(
+            root, tmp, signatures={"serving_default": root.serving_default}),
+        overwrite=overwrite)

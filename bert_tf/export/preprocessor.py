@@ -1,0 +1,217 @@
+"""Raw text -> packed BERT inputs, in-graph, exactly as the original's `convert_single_example`.
+
+`BertPacker` packs WordPiece ids (ragged) into fixed-length `input_word_ids`, `input_mask`,
+`input_type_ids` with core TF ops only; `BertPreprocessor` adds the `InGraphTokenizer` and is
+exported as the preprocessing SavedModel:
+
+  serving_default(text: tf.string [batch])                    -> int32 [batch, seq_length] x 3
+  serving_pair(text_a: tf.string [batch], text_b: [batch])    -> int32 [batch, seq_length] x 3
+
+Packing: [CLS] A [SEP] (B [SEP]), type ids 0 for [CLS]/A/first [SEP] and 1 for B/its [SEP], mask
+1 on real tokens, zero padding. A single segment keeps its first `seq_length - 2` pieces; a pair is
+cut to `seq_length - 3` pieces by the original's `_truncate_seq_pair` (pop from the longer one,
+B on a tie), computed here in closed form.
+"""
+from __future__ import annotations
+
+import os
+
+import tensorflow as tf
+
+from bert_tf.tokenization import InGraphTokenizer
+
+INPUT_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
+
+
+def truncated_pair_lengths(len_a: tf.Tensor, len_b: tf.Tensor, budget: int | tf.Tensor
+                           ) -> tuple[tf.Tensor, tf.Tensor]:
+    """Lengths left by the original's `_truncate_seq_pair` (longest first, B on a tie).
+
+    The original pops one token at a time from the longer segment (from B when they are equal)
+    until `len_a + len_b <= budget`. The result in closed form: nothing changes if the pair fits;
+    if the shorter segment fits in half of the budget, only the longer one is cut (to
+    `budget - shorter`); otherwise A keeps `ceil(budget / 2)` and B `floor(budget / 2)`.
+
+    Args:
+      len_a, len_b: integer tensors of the same shape (e.g. [batch]).
+      budget: the most tokens both segments may keep together (`seq_length - 3`).
+
+    Returns:
+      (new_len_a, new_len_b), same shape and dtype as the inputs.
+    """
+    budget = tf.cast(budget, len_a.dtype)
+    shorter = tf.minimum(len_a, len_b)
+    fits = len_a + len_b <= budget
+    only_longer_cut = 2 * shorter <= budget
+    half_a = budget - budget // 2
+    half_b = budget // 2
+    a_is_longer = len_a > len_b
+    new_a = tf.where(fits, len_a, tf.where(
+        only_longer_cut, tf.where(a_is_longer, budget - shorter, len_a), half_a))
+    new_b = tf.where(fits, len_b, tf.where(
+        only_longer_cut, tf.where(a_is_longer, len_b, budget - shorter), half_b))
+    return new_a, new_b
+
+
+def _keep_first(pieces: tf.RaggedTensor, lengths: tf.Tensor) -> tf.RaggedTensor:
+    """[batch, (n)] -> the first `lengths[i]` values of each row."""
+    positions = tf.ragged.range(pieces.row_lengths(), dtype=lengths.dtype)
+    return tf.ragged.boolean_mask(pieces, positions < tf.expand_dims(lengths, 1))
+
+
+class BertPacker(tf.Module):
+    """Packs ragged WordPiece ids into fixed-length BERT inputs (core TF ops only).
+
+    Attributes:
+      seq_length: output length (Python int).
+      cls_id, sep_id, pad_id: token ids (pad is 0 in every BERT vocab; padding uses 0 as the
+        original does, whatever the vocab's [PAD] id).
+    """
+
+    def __init__(self, seq_length: int, cls_id: int, sep_id: int, name: str | None = None):
+        super().__init__(name=name)
+        if seq_length < 3:
+            raise ValueError(f"seq_length must be >= 3 ([CLS] A [SEP] B [SEP] needs 3 specials), "
+                             f"got {seq_length}")
+        self.seq_length = int(seq_length)
+        self.cls_id = int(cls_id)
+        self.sep_id = int(sep_id)
+
+    def _specials(self, batch: tf.Tensor, value: int) -> tf.RaggedTensor:
+        return tf.RaggedTensor.from_tensor(tf.fill(tf.stack([batch, 1]), value))
+
+    def pair_lengths(self, pieces_a: tf.RaggedTensor, pieces_b: tf.RaggedTensor | None
+                     ) -> tuple[tf.Tensor, tf.Tensor | None]:
+        """How many pieces of each segment `pack` keeps (int64 [batch] each; None without B)."""
+        len_a = pieces_a.row_lengths()
+        if pieces_b is None:
+            return tf.minimum(len_a, self.seq_length - 2), None
+        return truncated_pair_lengths(len_a, pieces_b.row_lengths(), self.seq_length - 3)
+
+    def pack(self, pieces_a: tf.RaggedTensor, pieces_b: tf.RaggedTensor | None = None,
+             keep_a: tf.Tensor | None = None, keep_b: tf.Tensor | None = None
+             ) -> dict[str, tf.Tensor]:
+        """Packs one or two segments.
+
+        Args:
+          pieces_a: int RaggedTensor [batch, (pieces)] of the first segment.
+          pieces_b: int RaggedTensor [batch, (pieces)] of the second segment, or None.
+          keep_a, keep_b: int64 [batch], pieces to keep per segment; default: the original's
+            truncation (`pair_lengths`). Given explicitly they must fit in `seq_length`.
+
+        Returns:
+          {"input_word_ids", "input_mask", "input_type_ids"}: int32 [batch, seq_length].
+        """
+        if keep_a is None:
+            keep_a, keep_b = self.pair_lengths(pieces_a, pieces_b)
+        ids, type_ids = self._concat(pieces_a, pieces_b, keep_a, keep_b, self.cls_id, self.sep_id)
+        return {
+            "input_word_ids": self._dense(ids),
+            "input_mask": self._dense(tf.ones_like(ids)),
+            "input_type_ids": self._dense(type_ids),
+        }
+
+    def pack_values(self, values_a: tf.RaggedTensor, values_b: tf.RaggedTensor | None,
+                    keep_a: tf.Tensor, keep_b: tf.Tensor | None, special_value: int = 0
+                    ) -> tf.Tensor:
+        """Packs per-piece values (e.g. word-start flags) into the same layout as `pack`.
+
+        Returns:
+          int32 [batch, seq_length], `special_value` at [CLS]/[SEP], 0 in the padding.
+        """
+        values, _ = self._concat(values_a, values_b, keep_a, keep_b, special_value,
+                                 special_value)
+        return self._dense(values)
+
+    def _dense(self, ragged: tf.RaggedTensor) -> tf.Tensor:
+        return ragged.to_tensor(0, shape=[None, self.seq_length])
+
+    def _concat(self, pieces_a, pieces_b, keep_a, keep_b, cls_value, sep_value):
+        pieces_a = tf.cast(pieces_a, tf.int32)
+        batch = pieces_a.nrows(out_type=tf.int32)
+        cls = self._specials(batch, cls_value)
+        sep = self._specials(batch, sep_value)
+        first = tf.concat([cls, _keep_first(pieces_a, keep_a), sep], axis=1)
+        if pieces_b is None:
+            return first, tf.zeros_like(first)
+        second = tf.concat([_keep_first(tf.cast(pieces_b, tf.int32), keep_b), sep], axis=1)
+        return (tf.concat([first, second], axis=1),
+                tf.concat([tf.zeros_like(first), tf.ones_like(second)], axis=1))
+
+
+def ensure_input_shape(value: tf.Tensor, shape: list[int | None]) -> tf.Tensor:
+    """Run-time check that a signature input has `shape` (None = any size); returns it.
+
+    Signature placeholders carry their shape, but a session does not enforce it: a feed of the
+    wrong rank would otherwise fail deep inside the graph (or, for some ops, be misread). The
+    raw `EnsureShape` op stays in the graph and fails with "Shape of tensor <input> [...] is not
+    compatible with expected shape [...]", naming the signature input.
+    """
+    return tf.raw_ops.EnsureShape(input=value, shape=shape)
+
+
+class BertPreprocessor(tf.Module):
+    """The preprocessing SavedModel: raw strings -> packed `input_word_ids`/`input_mask`/
+    `input_type_ids` (int32 [batch, seq_length]); ids equal `FullTokenizer` + `convert_single_example`
+    (see docs/tokenization.md for the documented in-graph differences).
+
+    Attributes:
+      tokenizer: the `InGraphTokenizer` (its vocab file is an asset of the SavedModel).
+      packer: the `BertPacker`.
+      seq_length, do_lower_case: as given.
+    """
+
+    def __init__(self, vocab_file: str | os.PathLike, seq_length: int, do_lower_case: bool = True,
+                 name: str | None = None):
+        """Args:
+          vocab_file: WordPiece vocab (validated by `load_vocab`); must contain [CLS] and [SEP].
+          seq_length: length of every output row (>= 3).
+          do_lower_case: as `FullTokenizer(do_lower_case=...)`.
+        """
+        super().__init__(name=name)
+        self.tokenizer = InGraphTokenizer(vocab_file, do_lower_case=do_lower_case)
+        if self.tokenizer.cls_id is None or self.tokenizer.sep_id is None:
+            raise ValueError(f"{os.fspath(vocab_file)}: the vocab needs [CLS] and [SEP] tokens to "
+                             "pack BERT inputs")
+        self.packer = BertPacker(seq_length, self.tokenizer.cls_id, self.tokenizer.sep_id)
+        self.seq_length = int(seq_length)
+        self.do_lower_case = bool(do_lower_case)
+        self.seq_length_value = tf.Variable(self.seq_length, trainable=False, name="seq_length")
+        self.do_lower_case_value = tf.Variable(self.do_lower_case, trainable=False,
+                                               name="do_lower_case")
+
+    def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
+        """tf.string [batch] -> int32 RaggedTensor [batch, (pieces)]."""
+        return self.tokenizer.tokenize(texts)
+
+    def pack_single(self, text: tf.Tensor) -> dict[str, tf.Tensor]:
+        """tf.string [batch] -> {input_word_ids, input_mask, input_type_ids}: int32 [batch, S]."""
+        text = ensure_input_shape(text, [None])
+        return self.packer.pack(self.tokenize(text))
+
+    def pack_pair(self, text_a: tf.Tensor, text_b: tf.Tensor) -> dict[str, tf.Tensor]:
+        """Two tf.string [batch] -> {input_word_ids, input_mask, input_type_ids}: int32 [batch, S].
+
+        Both inputs must have the same batch size (checked at run time).
+        """
+        text_a = ensure_input_shape(text_a, [None])
+        text_b = ensure_input_shape(text_b, [None])
+        same = tf.debugging.assert_equal(
+            tf.shape(text_a), tf.shape(text_b),
+            message="inputs 'text_a' and 'text_b' must have the same batch size")
+        with tf.control_dependencies([same]):
+            text_b = tf.identity(text_b)
+        return self.packer.pack(self.tokenize(text_a), self.tokenize(text_b))
+
+    def serving_signatures(self) -> dict[str, tf.types.experimental.ConcreteFunction]:
+        """{"serving_default": text -> inputs, "serving_pair": (text_a, text_b) -> inputs}."""
+        text = tf.TensorSpec([None], tf.string, name="text")
+        single = tf.function(lambda text: self.pack_single(text), jit_compile=False)
+        pair = tf.function(lambda text_a, text_b: self.pack_pair(text_a, text_b),
+                           jit_compile=False)
+        return {
+            "serving_default": single.get_concrete_function(text),
+            "serving_pair": pair.get_concrete_function(
+                tf.TensorSpec([None], tf.string, name="text_a"),
+                tf.TensorSpec([None], tf.string, name="text_b")),
+        }
