@@ -200,7 +200,8 @@ def _load_named(model, prefix: str, required_all: bool) -> dict[str, list[str]]:
         if tuple(shapes[name]) != tuple(var.shape):
             raise CheckpointError(
                 f"checkpoint {prefix}: variable '{name}' has shape {tuple(shapes[name])}, the "
-                f"model expects {tuple(var.shape)} (is the bert_config.json the one of this checkpoint?)")
+                f"model expects {tuple(var.shape)} (is the bert_config.json the one of this "
+                "checkpoint?)")
         to_assign.append((name, var))
     values = [reader.get_tensor(name) for name, _ in to_assign]
     for (_, var), value in zip(to_assign, values):
