@@ -24,7 +24,8 @@ from bert_tf.tasks.ner import NerRunOptions, resolve_data_files, run_ner
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("data_dir", None, "Folder with eng.train, eng.testa, eng.testb (CoNLL-2003).")
-flags.DEFINE_string("train_file", None, "Training file (CoNLL columns); default data_dir/eng.train.")
+flags.DEFINE_string("train_file", None, "Training file (CoNLL columns); default "
+                    "data_dir/eng.train.")
 flags.DEFINE_string("eval_file", None, "Evaluation file; default data_dir/eng.testa.")
 flags.DEFINE_string("predict_file", None, "Prediction file (tags optional); default "
                     "data_dir/eng.testb.")
@@ -39,6 +40,9 @@ flags.DEFINE_integer("max_seq_length", 128, "WordPiece tokens per window, [CLS] 
                      "included; longer sentences are split into windows.")
 flags.DEFINE_integer("doc_stride", 64, "Sub-tokens between the starts of the windows of a long "
                      "sentence.")
+flags.DEFINE_bool("document_context", False, "Fill each window with the neighbouring sentences "
+                  "of the same -DOCSTART- document, the sentence in the middle (the paper's "
+                  "\"maximal document context\"); only the sentence's own words are labelled.")
 flags.DEFINE_bool("do_train", False, "Whether to run training.")
 flags.DEFINE_bool("do_eval", False, "Whether to evaluate on --eval_file.")
 flags.DEFINE_bool("do_predict", False, "Whether to predict --predict_file.")
@@ -70,7 +74,8 @@ def main(_):
         output_dir=FLAGS.output_dir, train_file=train_file, eval_file=eval_file,
         predict_file=predict_file, init_checkpoint=FLAGS.init_checkpoint,
         do_lower_case=FLAGS.do_lower_case, max_seq_length=FLAGS.max_seq_length,
-        doc_stride=FLAGS.doc_stride, do_train=FLAGS.do_train, do_eval=FLAGS.do_eval,
+        doc_stride=FLAGS.doc_stride, document_context=FLAGS.document_context,
+        do_train=FLAGS.do_train, do_eval=FLAGS.do_eval,
         do_predict=FLAGS.do_predict, train_batch_size=FLAGS.train_batch_size,
         eval_batch_size=FLAGS.eval_batch_size, predict_batch_size=FLAGS.predict_batch_size,
         learning_rate=FLAGS.learning_rate, num_train_epochs=FLAGS.num_train_epochs,

@@ -36,7 +36,7 @@ FEATURE_LAYERS = ("embeddings", "second_to_last", "last", "sum_last_four",
 
 
 def _needs_layers(mode: str, num_layers: int) -> int:
-    """How many of the last blocks a combination reads (ValueError if the encoder is too shallow)."""
+    """How many of the last blocks a combination reads (ValueError if the encoder has fewer)."""
     needed = {"second_to_last": 2, "sum_last_four": 4, "weighted_sum_last_four": 4,
               "concat_last_four": 4}.get(mode, 1)
     if num_layers < needed:

@@ -10,17 +10,22 @@ word carries the word's label, every other position is ignored with `IGNORE_LABE
 `bert_tf.evaluation.conlleval` (entity-level precision / recall / F1). `run_ner` drives a whole
 `tools/run_ner.py` invocation.
 
-Decisions (the original release has no NER script; the paper, section 5.3, says only that the
-first sub-token's representation feeds the token classifier):
+Decisions (the original release has no NER script; the paper, section 5.3, says that the first
+sub-token's representation feeds the token classifier and that the input includes the maximal
+document context the data provide):
   * Tags are used as the files have them (IOB1 for the raw CoNLL-2003 files); conlleval scores
     IOB1 and IOB2 alike. The label list is the nine CoNLL-2003 tags (`CONLL2003_LABELS`) followed
     by any other tag of the training file (sorted); it is written to `label_list.txt` in the
     output directory and read back by later evaluation / prediction runs.
-  * The input is one sentence at a time (no document context). A sentence longer than
-    `max_seq_length - 2` WordPiece tokens is split into windows that start every `doc_stride`
-    sub-tokens (as SQuAD documents); every window is trained on, and each word is predicted from
-    the window where its first sub-token has the most context (SQuAD's max-context rule). No
-    word is ever dropped; the number of split sentences is logged.
+  * By default the input is one sentence at a time. With `document_context` (the paper's
+    "maximal document context"), the window around a sentence is filled with the WordPiece
+    tokens of the sentences before and after it in the same `-DOCSTART-` document, the sentence
+    in the middle; only the sentence's own words are labelled and predicted.
+  * A sentence longer than `max_seq_length - 2` WordPiece tokens is split into windows that
+    start every `doc_stride` sub-tokens (as SQuAD documents); every window is trained on, and
+    each word is predicted from the window where its first sub-token has the most context
+    (SQuAD's max-context rule). No word is ever dropped; the number of split sentences is
+    logged.
   * A word that WordPiece turns into no token at all (e.g. only control characters) is fed as
     `[UNK]` so that it still gets a prediction.
 """
@@ -248,18 +253,56 @@ def tokenize_words(words: Sequence[str], tokenizer
     return sub_tokens, word_of_token, is_first, num_empty
 
 
+def document_context_window(offset: int, length: int, doc_length: int, max_tokens: int
+                            ) -> tuple[int, int]:
+    """The `max_tokens`-long stretch of a document's sub-tokens centred on a sentence.
+
+    Args:
+      offset / length: the sentence's first sub-token in the document and its number of
+        sub-tokens (`length <= max_tokens`).
+      doc_length: sub-tokens in the document.
+      max_tokens: room in the window.
+
+    Returns:
+      (start, end) in the document: the sentence plus as much context as fits, split evenly
+      between the left and the right, the unused side's share going to the other side.
+    """
+    extra = max_tokens - length
+    left_room, right_room = offset, doc_length - offset - length
+    left = min(left_room, max(extra // 2, extra - right_room))
+    right = min(right_room, extra - left)
+    return offset - left, offset + length + right
+
+
+def _document_groups(sentences: Sequence[NerSentence]) -> list[list[int]]:
+    """Indices of consecutive sentences from the same file and `-DOCSTART-` document."""
+    groups: list[list[int]] = []
+    key = None
+    for i, s in enumerate(sentences):
+        if (s.source, s.doc_index) != key:
+            groups.append([])
+            key = (s.source, s.doc_index)
+        groups[-1].append(i)
+    return groups
+
+
 def convert_sentences_to_features(sentences: Sequence[NerSentence], tokenizer,
                                   label_list: Sequence[str] | None, max_seq_length: int,
-                                  doc_stride: int, log_examples: int = 5) -> list[NerFeature]:
+                                  doc_stride: int, document_context: bool = False,
+                                  log_examples: int = 5) -> list[NerFeature]:
     """Windows every sentence into `NerFeature`s.
 
     Args:
-      sentences: from `read_conll_file`.
+      sentences: from `read_conll_file` (in file order when `document_context`).
       tokenizer: a `FullTokenizer` (`tokenize`, `vocab`).
       label_list: the model's labels (label id = index); None to build features without labels
         (all `IGNORE_LABEL`). Tags not in the list raise NerDataError naming file and line.
       max_seq_length: window length including [CLS] and [SEP] (>= 3).
       doc_stride: sub-tokens between the starts of consecutive windows of a long sentence.
+      document_context: fill each window with the sub-tokens of the neighbouring sentences of
+        the same document (the paper's "maximal document context"), the sentence in the middle
+        (`document_context_window`). Context positions are ignored in the loss and not
+        predicted. A sentence that alone exceeds the window is split as without context.
       log_examples: log this many first features at INFO level.
 
     Returns:
@@ -280,47 +323,70 @@ def convert_sentences_to_features(sentences: Sequence[NerSentence], tokenizer,
     features: list[NerFeature] = []
     num_split = 0
     num_empty_words = 0
-    for s_index, sentence in enumerate(sentences):
+    tokenized = []
+    for sentence in sentences:
         sub_tokens, word_of_token, is_first, num_empty = tokenize_words(sentence.words,
                                                                         tokenizer)
         num_empty_words += num_empty
+        tokenized.append((sub_tokens, word_of_token, is_first))
+    # Where each sentence sits in its document's sub-token stream (document_context only).
+    doc_stream: dict[int, tuple[list[str], int]] = {}
+    if document_context:
+        for group in _document_groups(sentences):
+            stream: list[str] = []
+            for i in group:
+                doc_stream[i] = (stream, len(stream))
+                stream.extend(tokenized[i][0])
+
+    def emit(s_index: int, w_index: int, tokens: list[str], label_ids: list[int],
+             word_index: list[int], predict_mask: list[int]) -> None:
+        tokens = ["[CLS]", *tokens, "[SEP]"]
+        input_ids = [vocab[t] for t in tokens]
+        pad = max_seq_length - len(input_ids)
+        feature = NerFeature(
+            sentence_index=s_index, window_index=w_index, tokens=tokens,
+            input_ids=input_ids + [0] * pad, input_mask=[1] * len(input_ids) + [0] * pad,
+            segment_ids=[0] * max_seq_length,
+            label_ids=[IGNORE_LABEL, *label_ids, IGNORE_LABEL] + [IGNORE_LABEL] * pad,
+            word_index=[-1, *word_index, -1] + [-1] * pad,
+            predict_mask=[0, *predict_mask, 0] + [0] * pad)
+        if len(features) < log_examples:
+            sentence = sentences[s_index]
+            logging.info("*** Example *** %s:%d tokens: %s label_ids: %s", sentence.source,
+                         sentence.lines[0], " ".join(tokens),
+                         " ".join(str(x) for x in feature.label_ids[:len(tokens)]))
+        features.append(feature)
+
+    for s_index, sentence in enumerate(sentences):
+        sub_tokens, word_of_token, is_first = tokenized[s_index]
+        labels = (sentence.labels if label_map is not None and sentence.labels is not None
+                  else None)
+
+        def own(k: int, predict: bool) -> tuple[int, int, int]:
+            """(label id, word index, predict flag) of the sentence's sub-token k."""
+            if not is_first[k]:
+                return IGNORE_LABEL, -1, 0
+            word = word_of_token[k]
+            label = label_map[labels[word]] if labels is not None else IGNORE_LABEL
+            return label, word, int(predict)
+
+        if document_context and len(sub_tokens) <= max_tokens:
+            stream, offset = doc_stream[s_index]
+            start, end = document_context_window(offset, len(sub_tokens), len(stream),
+                                                 max_tokens)
+            rows = [(IGNORE_LABEL, -1, 0)] * (offset - start)
+            rows += [own(k, True) for k in range(len(sub_tokens))]
+            rows += [(IGNORE_LABEL, -1, 0)] * (end - offset - len(sub_tokens))
+            emit(s_index, 0, stream[start:end], *map(list, zip(*rows)))
+            continue
         spans = make_doc_spans(len(sub_tokens), max_tokens, doc_stride)
         if len(spans) > 1:
             num_split += 1
         for w_index, span in enumerate(spans):
-            tokens = ["[CLS]"]
-            label_ids = [IGNORE_LABEL]
-            word_index = [-1]
-            predict_mask = [0]
-            for k in range(span.start, span.start + span.length):
-                tokens.append(sub_tokens[k])
-                first = is_first[k]
-                word = word_of_token[k] if first else -1
-                word_index.append(word)
-                if first and label_map is not None and sentence.labels is not None:
-                    label_ids.append(label_map[sentence.labels[word]])
-                else:
-                    label_ids.append(IGNORE_LABEL)
-                max_context = first and (len(spans) == 1
-                                         or check_is_max_context(spans, w_index, k))
-                predict_mask.append(int(max_context))
-            tokens.append("[SEP]")
-            label_ids.append(IGNORE_LABEL)
-            word_index.append(-1)
-            predict_mask.append(0)
-            input_ids = [vocab[t] for t in tokens]
-            input_mask = [1] * len(input_ids)
-            pad = max_seq_length - len(input_ids)
-            feature = NerFeature(
-                sentence_index=s_index, window_index=w_index, tokens=tokens,
-                input_ids=input_ids + [0] * pad, input_mask=input_mask + [0] * pad,
-                segment_ids=[0] * max_seq_length, label_ids=label_ids + [IGNORE_LABEL] * pad,
-                word_index=word_index + [-1] * pad, predict_mask=predict_mask + [0] * pad)
-            if len(features) < log_examples:
-                logging.info("*** Example *** %s:%d tokens: %s label_ids: %s", sentence.source,
-                             sentence.lines[0], " ".join(tokens), " ".join(
-                                 str(x) for x in feature.label_ids[:len(tokens)]))
-            features.append(feature)
+            rows = [own(k, len(spans) == 1 or check_is_max_context(spans, w_index, k))
+                    for k in range(span.start, span.start + span.length)]
+            emit(s_index, w_index, sub_tokens[span.start:span.start + span.length],
+                 *map(list, zip(*rows)))
     if num_split:
         logging.info("%d of %d sentences are longer than max_seq_length - 2 = %d WordPiece tokens "
                      "and were split into windows every doc_stride=%d tokens (%d windows in all)",
@@ -373,7 +439,8 @@ def token_classification_loss(logits, label_ids):
 
 
 def ner_loss_fn(outputs: dict, batch: dict):
-    """`LossFn` for `bert_tf.training.finetuning.train_model`: outputs["logits"] vs batch["label_ids"]."""
+    """`LossFn` for `bert_tf.training.finetuning.train_model`: `token_classification_loss` of
+    outputs["logits"] and batch["label_ids"]."""
     return token_classification_loss(outputs["logits"], batch["label_ids"])
 
 
@@ -450,6 +517,8 @@ def score_predictions(sentences: Sequence[NerSentence], predictions: Sequence[Se
 class NerRunOptions:
     """Flags of tools/run_ner.py (the original scripts' names where they exist).
 
+    `document_context` fills each window with the neighbouring sentences of the document (the
+    paper's setting for CoNLL-2003; see `convert_sentences_to_features`).
     `feature_based` trains the paper's feature-based tagger (frozen BERT, `feature_layers`
     combination of its layers, `lstm_layers` BiLSTM layers of `lstm_units` per direction)
     instead of fine-tuning `BertTokenClassifier`.
@@ -465,6 +534,7 @@ class NerRunOptions:
     do_lower_case: bool = True
     max_seq_length: int = 128
     doc_stride: int = 64
+    document_context: bool = False
     do_train: bool = False
     do_eval: bool = False
     do_predict: bool = False
@@ -486,7 +556,7 @@ class NerRunOptions:
 
 def resolve_data_files(data_dir: str | None, train_file: str | None, eval_file: str | None,
                        predict_file: str | None) -> tuple[str | None, str | None, str | None]:
-    """`--data_dir` gives `eng.train`, `eng.testa` and `eng.testb` for files not given explicitly."""
+    """`--data_dir` gives `eng.train`, `eng.testa` and `eng.testb` for the files not given."""
     if data_dir:
         train_file = train_file or os.path.join(data_dir, "eng.train")
         eval_file = eval_file or os.path.join(data_dir, "eng.testa")
@@ -555,7 +625,8 @@ def _predict_and_write(model, sentences: Sequence[NerSentence], tokenizer,
     from bert_tf.training.finetuning import predict_arrays
 
     features = convert_sentences_to_features(sentences, tokenizer, label_list,
-                                             opts.max_seq_length, opts.doc_stride)
+                                             opts.max_seq_length, opts.doc_stride,
+                                             opts.document_context)
     arrays = features_to_arrays(features)
     logging.info("***** Running %s *****", prefix)
     logging.info("  Num sentences = %d, windows = %d, batch size = %d", len(sentences),
@@ -644,9 +715,10 @@ def run_ner(opts: NerRunOptions) -> dict:
                             "--init_checkpoint and overwrites them", opts.output_dir)
         finetuning.init_model(model, opts.init_checkpoint)
         write_label_list(label_file, label_list)
-        random.Random(opts.seed).shuffle(train_sentences)
         features = convert_sentences_to_features(train_sentences, tokenizer, label_list,
-                                                 opts.max_seq_length, opts.doc_stride)
+                                                 opts.max_seq_length, opts.doc_stride,
+                                                 opts.document_context)
+        random.Random(opts.seed).shuffle(features)
         num_train_steps, num_warmup_steps = finetuning.num_train_and_warmup_steps(
             len(train_sentences), opts.train_batch_size, opts.num_train_epochs,
             opts.warmup_proportion)

@@ -1,5 +1,5 @@
-"""SWAG multiple choice: reading the swagaf csv layout (the handmade sample in tests/tasks/data/swag),
-packing `[CLS] sent1 [SEP] sent2 ending [SEP]` with the original pair truncation, the loss,
+"""SWAG multiple choice: reading the swagaf csv layout (the handmade sample in
+tests/tasks/data/swag), packing `[CLS] sent1 [SEP] sent2 ending [SEP]` with the original pair truncation, the loss,
 accuracy, the predictions file and bad input."""
 from __future__ import annotations
 

@@ -116,6 +116,44 @@ def test_long_sentence_windows_cover_every_word_once(tokenizer, tmp_path):
     assert ner.word_predictions(features, ids, [sentence], labels) == [tags]
 
 
+def test_document_context_windows(tokenizer, tmp_path):
+    path = tmp_path / "docs.conll"
+    path.write_text("-DOCSTART- -X- -X- O\n\nEU NNP I-NP I-ORG\nrejects VBZ I-VP O\n\n"
+                    "John NNP I-NP I-PER\n\nParis NNP I-NP I-LOC\n.  . O O\n\n"
+                    "-DOCSTART- -X- -X- O\n\nSmith NNP I-NP I-PER\n", encoding="utf-8")
+    sentences = ner.read_conll_file(path)
+    labels = list(ner.CONLL2003_LABELS)
+    i = labels.index
+    # Document 0 is "eu reject ##s | john | paris ." (6 sub-tokens); windows hold 4.
+    features = ner.convert_sentences_to_features(sentences, tokenizer, labels, max_seq_length=6,
+                                                 doc_stride=2, document_context=True)
+    assert [f.tokens for f in features] == [
+        ["[CLS]", "eu", "reject", "##s", "john", "[SEP]"],  # no left context: all on the right
+        ["[CLS]", "##s", "john", "paris", ".", "[SEP]"],  # centred (the odd token: right)
+        ["[CLS]", "##s", "john", "paris", ".", "[SEP]"],  # no right context: all on the left
+        ["[CLS]", "smith", "[SEP]"]]  # its own document only
+    assert [f.label_ids for f in features] == [
+        [IGN, i("I-ORG"), i("O"), IGN, IGN, IGN], [IGN, IGN, i("I-PER"), IGN, IGN, IGN],
+        [IGN, IGN, IGN, i("I-LOC"), i("O"), IGN], [IGN, i("I-PER"), IGN, IGN, IGN, IGN]]
+    assert [f.word_index for f in features] == [
+        [-1, 0, 1, -1, -1, -1], [-1, -1, 0, -1, -1, -1], [-1, -1, -1, 0, 1, -1],
+        [-1, 0, -1, -1, -1, -1]]
+    assert [f.predict_mask for f in features] == [
+        [0, 1, 1, 0, 0, 0], [0, 0, 1, 0, 0, 0], [0, 0, 0, 1, 1, 0], [0, 1, 0, 0, 0, 0]]
+    assert features[3].input_mask == [1, 1, 1, 0, 0, 0]
+    ids = np.array([[max(x, 0) for x in f.label_ids] for f in features])
+    assert ner.word_predictions(features, ids, sentences, labels) == [s.labels for s in sentences]
+    # A sentence longer than the window is split as without context.
+    split = ner.convert_sentences_to_features(sentences[:1], tokenizer, labels, max_seq_length=4,
+                                              doc_stride=1, document_context=True)
+    assert [f.tokens for f in split] == [["[CLS]", "eu", "reject", "[SEP]"],
+                                         ["[CLS]", "reject", "##s", "[SEP]"]]
+    assert ner.document_context_window(10, 4, 100, 10) == (7, 17)
+    assert ner.document_context_window(1, 4, 100, 10) == (0, 10)
+    assert ner.document_context_window(10, 4, 15, 10) == (5, 15)
+    assert ner.document_context_window(2, 4, 7, 10) == (0, 7)
+
+
 def test_token_loss_ignores_unlabelled_positions():
     rng = np.random.default_rng(0)
     logits = rng.normal(size=(2, 5, 4)).astype(np.float32)

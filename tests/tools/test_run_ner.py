@@ -155,8 +155,9 @@ def test_run_ner_feature_based_keeps_bert_frozen(tmp_path, data):
     init = save_original_checkpoint(encoder, tmp_path / "init" / "bert_model.ckpt")
     out = tmp_path / "out"
     common = [f"--bert_config_file={config}", f"--vocab_file={vocab}", f"--output_dir={out}",
-              f"--data_dir={data}", "--max_seq_length=16", "--feature_based",
-              "--feature_layers=concat_last_four", "--lstm_units=16", "--lstm_layers=2"]
+              f"--data_dir={data}", "--max_seq_length=16", "--document_context",
+              "--feature_based", "--feature_layers=concat_last_four", "--lstm_units=16",
+              "--lstm_layers=2"]
     proc = _run(common + [f"--init_checkpoint={init}", "--do_train", "--do_eval",
                           "--train_batch_size=4", "--num_train_epochs=3",
                           "--learning_rate=1e-2"])
