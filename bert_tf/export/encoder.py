@@ -8,6 +8,7 @@ same inputs and outputs (`encoder_outputs` stacked: [L, batch, seq, H]).
 """
 from __future__ import annotations
 
+import keras
 import tensorflow as tf
 
 from bert_tf.export.savedmodel_io import write_atomically
@@ -62,3 +63,36 @@ def export_encoder_savedmodel(encoder: BertEncoder, export_dir: str, overwrite: 
         export_dir, lambda tmp: tf.saved_model.save(
             root, tmp, signatures={"serving_default": root.serving_default}),
         overwrite=overwrite)
+
+
+class SavedModelEncoderLayer(keras.layers.Layer):
+    """A Keras 3 layer around an encoder SavedModel, for fine-tuning it inside a Keras model.
+
+    `layer(inputs, training=...)` takes the dict of int32 [batch, seq] `input_word_ids`,
+    `input_mask`, `input_type_ids` and returns the SavedModel's dict (`pooled_output` [batch, H],
+    `sequence_output` [batch, seq, H], `encoder_outputs`: L x [batch, seq, H]); `training` is
+    passed through (dropout). The SavedModel's own tf.Variables become the layer's weights (the
+    Keras variables wrap them, as `keras.layers.TFSMLayer` does), so optimizers update the
+    variables the SavedModel's functions read.
+    """
+
+    def __init__(self, export_dir: str, trainable: bool = True, **kwargs):
+        super().__init__(trainable=trainable, **kwargs)
+        self.export_dir = export_dir
+        self._encoder = tf.saved_model.load(export_dir)
+        for name in ("variables", "trainable_variables"):
+            if not hasattr(self._encoder, name):
+                raise ValueError(f"{export_dir} is not a reusable encoder SavedModel: it has no "
+                                 f"`{name}` (export it with bert_tf.export.export_encoder_savedmodel "
+                                 "or tools/export_savedmodel.py --model_type=encoder)")
+        trainable_ids = {id(v) for v in self._encoder.trainable_variables}
+        for v in self._encoder.variables:
+            if v.dtype == tf.string:
+                continue  # The bert_config_json metadata variable.
+            self._track_variable(keras.Variable(
+                initializer=v, trainable=id(v) in trainable_ids, dtype=v.dtype, shape=v.shape,
+                name=v.name.split(":")[0].replace("/", "_")))
+        self.built = True
+
+    def call(self, inputs, training=False):
+        return self._encoder(dict(inputs), training=bool(training))

@@ -1,0 +1,99 @@
+"""Preprocessing SavedModel: ids, mask and type ids equal FullTokenizer + the original packing
+(longest-first pair truncation) on the fixture vocab, on the original's tricky strings and on real
+sentences; truncation in closed form equals the original's pop loop; the exported signatures."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.export.preprocessor import BertPreprocessor, truncated_pair_lengths
+from bert_tf.tasks.packing import pack_tokens, truncate_seq_pair
+from bert_tf.tokenization import FullTokenizer
+
+from serving_setup import SEQ_LENGTH
+
+
+def test_truncated_pair_lengths_equals_original_loop():
+    lengths = np.arange(0, 23)
+    la, lb = [x.reshape(-1) for x in np.meshgrid(lengths, lengths)]
+    for budget in (0, 1, 2, 5, 8, 13):
+        got_a, got_b = truncated_pair_lengths(tf.constant(la), tf.constant(lb), budget)
+        for i in range(len(la)):
+            a, b = list(range(la[i])), list(range(lb[i]))
+            truncate_seq_pair(a, b, budget)
+            assert (got_a[i], got_b[i]) == (len(a), len(b)), (la[i], lb[i], budget)
+
+
+def _real_sentences(original_fixtures) -> list[str]:
+    lines = (original_fixtures / "sample_text.txt").read_text(encoding="utf-8").splitlines()
+    sentences = [line for line in lines if line.strip()]
+    with open(original_fixtures / "tokenization" / "uncased_vocab_lower_true.jsonl",
+              encoding="utf-8") as f:
+        tricky = [json.loads(line)["text"] for line in f if line.strip()]
+    return sentences + [t for t in tricky if isinstance(t, str)] + ["", "   ", "x" * 10_000]
+
+
+def _expected(tokenizer: FullTokenizer, a: str, b: str | None, seq_length: int):
+    packed = pack_tokens(tokenizer.tokenize(a), tokenizer.tokenize(b) if b is not None else None,
+                         seq_length, tokenizer.vocab)
+    return packed.input_ids, packed.input_mask, packed.segment_ids
+
+
+@pytest.mark.parametrize("seq_length", [SEQ_LENGTH, 64])
+def test_matches_full_tokenizer_and_original_packing(original_fixtures, fixture_model,
+                                                     seq_length):
+    texts = _real_sentences(original_fixtures)
+    pre = BertPreprocessor(fixture_model["vocab_file"], seq_length, do_lower_case=True)
+    tokenizer = FullTokenizer(fixture_model["vocab_file"], do_lower_case=True)
+    single = pre.pack_single(tf.constant(texts))
+    # Pairs: each text with the next (different lengths on both sides, ties included).
+    texts_b = texts[1:] + texts[:1]
+    pair = pre.pack_pair(tf.constant(texts), tf.constant(texts_b))
+    for i, (a, b) in enumerate(zip(texts, texts_b)):
+        ids, mask, types = _expected(tokenizer, a, None, seq_length)
+        assert single["input_word_ids"][i].numpy().tolist() == ids, a
+        assert single["input_mask"][i].numpy().tolist() == mask
+        assert single["input_type_ids"][i].numpy().tolist() == types
+        ids, mask, types = _expected(tokenizer, a, b, seq_length)
+        assert pair["input_word_ids"][i].numpy().tolist() == ids, (a, b)
+        assert pair["input_mask"][i].numpy().tolist() == mask
+        assert pair["input_type_ids"][i].numpy().tolist() == types
+    for out in (single, pair):
+        assert all(v.dtype == tf.int32 and v.shape == (len(texts), seq_length)
+                   for v in out.values())
+
+
+def test_exported_signatures(exports, fixture_model):
+    import tensorflow_text  # noqa: F401  (registers the ops the SavedModel uses)
+
+    loaded = tf.saved_model.load(str(exports["preprocessor"]))
+    assert set(loaded.signatures) == {"serving_default", "serving_pair"}
+    tokenizer = FullTokenizer(fixture_model["vocab_file"], do_lower_case=True)
+    texts = ["The quick brown fox jumps over the lazy dog.", "unaffable", ""]
+    out = loaded.signatures["serving_default"](text=tf.constant(texts))
+    for i, text in enumerate(texts):
+        assert out["input_word_ids"][i].numpy().tolist() == _expected(
+            tokenizer, text, None, SEQ_LENGTH)[0]
+    out = loaded.signatures["serving_pair"](text_a=tf.constant(texts),
+                                            text_b=tf.constant(texts[::-1]))
+    for i, (a, b) in enumerate(zip(texts, texts[::-1])):
+        assert out["input_word_ids"][i].numpy().tolist() == _expected(tokenizer, a, b,
+                                                                      SEQ_LENGTH)[0]
+        assert out["input_type_ids"][i].numpy().tolist() == _expected(tokenizer, a, b,
+                                                                      SEQ_LENGTH)[2]
+    assert (exports["preprocessor"] / "assets" / "vocab_uncased.txt").exists()
+    # An empty batch gives empty outputs of the right shape.
+    empty = loaded.signatures["serving_default"](text=tf.constant([], tf.string))
+    assert empty["input_word_ids"].shape == (0, SEQ_LENGTH)
+
+
+def test_rejects_bad_configuration(fixture_model, tmp_path):
+    with pytest.raises(ValueError, match="seq_length must be >= 3"):
+        BertPreprocessor(fixture_model["vocab_file"], 2)
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("[PAD]\n[UNK]\nhello\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"needs \[CLS\] and \[SEP\]"):
+        BertPreprocessor(str(vocab), 8)
