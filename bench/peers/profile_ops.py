@@ -105,7 +105,7 @@ def main():
                 if ":" not in name or name.startswith(("$", "Python")) or " " in name:
                     continue
                 op_type = name.rsplit(":", 1)[1]
-                if not op_type or not op_type[0].isupper():
+                if not op_type or not (op_type[0].isupper() or op_type[0] == "_") or op_type in ("Process", "Run", "Record"):
                     continue
                 by_type[op_type] += ev.duration_ps / 1e9  # ms
                 count[op_type] += 1
