@@ -7,7 +7,7 @@
     --output_dir=/tmp/swag_base/
 
 --data_dir holds swagaf's train.csv / val.csv / test.csv (or give --train_file/--eval_file/
---predict_file). Writes model.ckpt-<step>, eval_predictions.tsv, eval_results.txt (eval_accuracy,
+--predict_file). Writes model.ckpt-<step>, eval_predictions.tsv, eval_results.txt (acc,
 eval_loss) and, with --do_predict, test_predictions.tsv. See docs/ner_swag.md.
 """
 import sys

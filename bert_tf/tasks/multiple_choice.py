@@ -319,8 +319,8 @@ def run_swag(opts: SwagRunOptions) -> dict:
     """One run of tools/run_swag.py: optional fine-tuning, evaluation and prediction.
 
     Writes into `opts.output_dir`: `model.ckpt-<step>` checkpoints (training);
-    `eval_predictions.tsv` and `eval_results.txt` (`eval_accuracy`, `eval_loss`, `global_step`,
-    ...) for --do_eval; `test_predictions.tsv` (and `test_results.txt` when the file has labels)
+    `eval_predictions.tsv` and `eval_results.txt` (`acc`, `eval_loss`, `num_examples`,
+    `global_step`) for --do_eval; `test_predictions.tsv` (and `test_results.txt` when the file has labels)
     for --do_predict. Without --do_train, the latest checkpoint in `output_dir` is used if there
     is one, else --init_checkpoint.
 
@@ -408,8 +408,9 @@ def run_swag(opts: SwagRunOptions) -> dict:
                          opts.predict_file)
             continue
         scores = evaluate_logits(logits, arrays["labels"])
-        metrics = {f"{prefix}_accuracy": scores["accuracy"], f"{prefix}_loss": scores["loss"],
-                   f"{prefix}_num_examples": len(examples)}
+        # `acc` as the GLUE results (and tools/sweep_learning_rate.py) name accuracy.
+        metrics = {"acc": scores["accuracy"], f"{prefix}_loss": scores["loss"],
+                   "num_examples": len(examples)}
         if global_step is not None:
             metrics["global_step"] = global_step
         _write_results(os.path.join(opts.output_dir, f"{prefix}_results.txt"), metrics)

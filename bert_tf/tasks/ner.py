@@ -644,10 +644,11 @@ def _predict_and_write(model, sentences: Sequence[NerSentence], tokenizer,
 
     atomic_write_text(os.path.join(opts.output_dir, f"{prefix}_conlleval.txt"),
                       conlleval.format_report(result))
-    metrics = {f"{prefix}_precision": result.precision, f"{prefix}_recall": result.recall,
-               f"{prefix}_f1": result.f1, f"{prefix}_accuracy": result.accuracy,
+    # Unprefixed metric names as the GLUE results (and tools/sweep_learning_rate.py) use them.
+    metrics = {"precision": result.precision, "recall": result.recall, "f1": result.f1,
+               "token_accuracy": result.accuracy,
                f"{prefix}_loss": numpy_token_loss(logits, arrays["label_ids"]),
-               f"{prefix}_num_sentences": len(sentences)}
+               "num_sentences": len(sentences)}
     if global_step is not None:
         metrics["global_step"] = global_step
     _write_results(os.path.join(opts.output_dir, f"{prefix}_results.txt"), metrics)
@@ -662,7 +663,8 @@ def run_ner(opts: NerRunOptions) -> dict:
 
     Writes into `opts.output_dir`: `label_list.txt`, `model.ckpt-<step>` checkpoints (training);
     `eval_predictions.txt` (conlleval input: `token gold predicted`), `eval_results.txt`
-    (precision / recall / F1 / accuracy in %, loss, global_step) and `eval_conlleval.txt`
+    (`precision`, `recall`, `f1`, `token_accuracy` in %, `eval_loss`, `num_sentences`,
+    `global_step`) and `eval_conlleval.txt`
     (conlleval's report) for --do_eval; the same with the `test_` prefix for --do_predict (the
     results files only when the predict file has tags).
 

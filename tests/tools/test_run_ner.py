@@ -118,11 +118,13 @@ def test_run_ner_train_eval_predict_and_reload(tmp_path, data):
     assert words == [w for s in gold for w in s.words]
     result = conlleval.evaluate_sentences(rows)
     metrics = _results(out / "eval_results.txt")
-    assert set(metrics) == {"eval_precision", "eval_recall", "eval_f1", "eval_accuracy",
-                            "eval_loss", "eval_num_sentences", "global_step"}
-    assert metrics["eval_f1"] == pytest.approx(result.f1)
-    assert metrics["global_step"] == 24 and metrics["eval_num_sentences"] == 8
-    assert metrics["eval_accuracy"] > 60.0  # the tagger learnt more than "all O" on tokens
+    assert set(metrics) == {"precision", "recall", "f1", "token_accuracy", "eval_loss",
+                            "num_sentences", "global_step"}
+    assert metrics["f1"] == pytest.approx(result.f1)
+    assert metrics["precision"] == pytest.approx(result.precision)
+    assert metrics["recall"] == pytest.approx(result.recall)
+    assert metrics["global_step"] == 24 and metrics["num_sentences"] == 8
+    assert metrics["token_accuracy"] > 60.0  # the tagger learnt more than "all O" on tokens
     assert (out / "eval_conlleval.txt").read_text() == conlleval.format_report(result)
     # Prediction of an untagged file: `token predicted`, one tag per word.
     test_words = [s.words for s in ner.read_conll_file(data / "eng.testb", require_labels=False)]
@@ -140,7 +142,7 @@ def test_run_ner_train_eval_predict_and_reload(tmp_path, data):
         eval_file=str(data / "eng.testa"), do_eval=True, max_seq_length=16, doc_stride=8,
         eval_batch_size=5))
     assert (out / "eval_predictions.txt").read_text() == first
-    assert again["eval"]["eval_f1"] == pytest.approx(metrics["eval_f1"])
+    assert again["eval"]["f1"] == pytest.approx(metrics["f1"])
     assert again["eval"]["global_step"] == 24
 
 

@@ -78,12 +78,12 @@ def test_run_swag_train_eval_predict_and_reload(tmp_path):
     np.testing.assert_allclose(probs.sum(axis=1), 1.0, atol=1e-5)
     assert [int(r[1]) for r in rows] == probs.argmax(axis=1).tolist()
     metrics = _results(out / "eval_results.txt")
-    assert set(metrics) == {"eval_accuracy", "eval_loss", "eval_num_examples", "global_step"}
-    assert metrics["eval_accuracy"] == pytest.approx(
+    assert set(metrics) == {"acc", "eval_loss", "num_examples", "global_step"}
+    assert metrics["acc"] == pytest.approx(
         np.mean([r[1] == r[2] for r in rows]))
     assert metrics["eval_loss"] == pytest.approx(
         -np.mean(np.log(probs[np.arange(4), [0, 1, 2, 3]])), abs=1e-4)
-    assert metrics["global_step"] == 24 and metrics["eval_num_examples"] == 4
+    assert metrics["global_step"] == 24 and metrics["num_examples"] == 4
     # The unlabelled test file: predictions, no score.
     _, test_rows = _predictions(out / "test_predictions.tsv")
     assert [r[0] for r in test_rows] == ["200", "201"] and all(r[2] == "" for r in test_rows)
@@ -96,7 +96,7 @@ def test_run_swag_train_eval_predict_and_reload(tmp_path):
     _, rows_again = _predictions(out / "eval_predictions.tsv")
     np.testing.assert_allclose([[float(x) for x in r[3:]] for r in rows_again], probs,
                                atol=2e-6)
-    assert again["eval"]["eval_accuracy"] == pytest.approx(metrics["eval_accuracy"])
+    assert again["eval"]["acc"] == pytest.approx(metrics["acc"])
 
 
 def test_bad_input_is_named(tmp_path):
