@@ -66,7 +66,6 @@ class NerSentence:
       lines: 1-based line number of every word in `source`.
       source: the file name.
       doc_index: index of the `-DOCSTART-` document the sentence belongs to (0 before the first).
-      columns: every column of every line (kept so that predictions can be written beside them).
     """
 
     words: list[str]
@@ -74,7 +73,6 @@ class NerSentence:
     lines: list[int]
     source: str = "<data>"
     doc_index: int = 0
-    columns: list[list[str]] = dataclasses.field(default_factory=list)
 
 
 def read_conll_file(path: str | os.PathLike, require_labels: bool = True) -> list[NerSentence]:
@@ -110,8 +108,7 @@ def read_conll_file(path: str | os.PathLike, require_labels: bool = True) -> lis
             labels = [c[-1] for _, c in current] if n_columns and n_columns >= 2 else None
             sentences.append(NerSentence(words=words, labels=labels,
                                          lines=[n for n, _ in current], source=source,
-                                         doc_index=doc_index,
-                                         columns=[c for _, c in current]))
+                                         doc_index=doc_index))
             current.clear()
 
     try:
@@ -712,6 +709,9 @@ def run_ner(opts: NerRunOptions) -> dict:
     global_step = None
 
     if opts.do_train:
+        if opts.feature_based and not opts.init_checkpoint:
+            logging.warning("--feature_based without --init_checkpoint: the tagger is trained on "
+                            "the features of a randomly initialised, frozen BERT")
         if finetuning.latest_checkpoint(opts.output_dir):
             logging.warning("%s already holds checkpoints; training starts from "
                             "--init_checkpoint and overwrites them", opts.output_dir)

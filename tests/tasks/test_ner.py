@@ -53,7 +53,6 @@ def test_read_conll_file(conll_file):
         ["I-ORG", "O", "I-MISC", "O", "O"], ["I-PER", "I-PER", "O"], ["I-LOC"]]
     assert [s.lines for s in sentences] == [[3, 4, 5, 6, 7], [9, 10, 11], [15]]
     assert [s.doc_index for s in sentences] == [0, 0, 1]
-    assert sentences[0].columns[0] == ["EU", "NNP", "I-NP", "I-ORG"]
     assert sentences[0].source == str(conll_file)
 
 
