@@ -12,9 +12,10 @@ import contextlib
 import os
 import shutil
 import tempfile
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-import tensorflow as tf
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 
 def check_version(version: int | str) -> int:
@@ -90,6 +91,8 @@ def save_versioned_savedmodel(obj: tf.Module, export_dir: str | os.PathLike, ver
     Returns:
       The absolute path of the version folder.
     """
+    import tensorflow as tf
+
     version = check_version(version)
     target = os.path.join(os.fspath(export_dir), str(version))
 

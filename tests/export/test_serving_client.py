@@ -1,0 +1,109 @@
+"""Serving client logic without a server: the JSON built for REST (instances / inputs, b64
+strings), parsing of the reply shapes TF Serving sends, errors, URLs, and the gRPC request when
+tensorflow-serving-api is installed."""
+from __future__ import annotations
+
+import base64
+import json
+
+import numpy as np
+import pytest
+
+from bert_tf.export.serving_client import (ServingError, grpc_predict_request,
+                                           parse_rest_response, rest_predict_url,
+                                           rest_request_body)
+
+
+def test_instances_body():
+    body = rest_request_body({"text_a": ["A man eats.", "x"], "text_b": ["He eats.", "y"]},
+                             signature_name="serving_pair")
+    assert json.loads(json.dumps(body)) == {
+        "signature_name": "serving_pair",
+        "instances": [{"text_a": "A man eats.", "text_b": "He eats."},
+                      {"text_a": "x", "text_b": "y"}]}
+
+
+def test_inputs_body_with_ids_and_choices():
+    ids = np.array([[101, 7592, 102]], np.int32)
+    body = rest_request_body({"input_word_ids": ids, "input_mask": np.ones_like(ids),
+                              "input_type_ids": np.zeros_like(ids)},
+                             signature_name="serving_ids", fmt="inputs")
+    assert body == {"signature_name": "serving_ids",
+                    "inputs": {"input_word_ids": [[101, 7592, 102]], "input_mask": [[1, 1, 1]],
+                               "input_type_ids": [[0, 0, 0]]}}
+    body = rest_request_body({"context": ["She opens the door."],
+                              "choices": [["She walks in.", "It rains."]]})
+    assert body["instances"] == [{"context": "She opens the door.",
+                                  "choices": ["She walks in.", "It rains."]}]
+
+
+def test_b64_strings():
+    body = rest_request_body({"text": ["café", b"\xff\xfe raw"]}, b64=False)
+    assert body["instances"][0] == {"text": "café"}
+    assert body["instances"][1] == {"text": {"b64": base64.b64encode(b"\xff\xfe raw").decode()}}
+    body = rest_request_body({"text": ["café"]}, fmt="inputs", b64=True)
+    assert body["inputs"] == {"text": [{"b64": base64.b64encode("café".encode()).decode()}]}
+
+
+def test_bad_requests():
+    with pytest.raises(ValueError, match="same batch size"):
+        rest_request_body({"text_a": ["a", "b"], "text_b": ["c"]})
+    with pytest.raises(ValueError, match="fmt must be one of"):
+        rest_request_body({"text": ["a"]}, fmt="rows")
+    with pytest.raises(ValueError, match="at least one input"):
+        rest_request_body({})
+
+
+def test_parse_instances_reply():
+    reply = {"predictions": [
+        {"probabilities": [0.1, 0.9], "label_ids": 1, "labels": "positive"},
+        {"probabilities": [0.8, 0.2], "label_ids": 0, "labels": {"b64": "bmVnYXRpdmU="}}]}
+    out = parse_rest_response(reply)
+    np.testing.assert_allclose(out["probabilities"], [[0.1, 0.9], [0.8, 0.2]])
+    assert out["label_ids"].tolist() == [1, 0]
+    assert out["labels"].tolist() == [b"positive", b"negative"]
+    # A signature with one output: the server leaves out its name.
+    single = parse_rest_response({"predictions": [[1, 2], [3, 4]]},
+                                 output_names=["input_word_ids"])
+    assert single["input_word_ids"].tolist() == [[1, 2], [3, 4]]
+
+
+def test_parse_inputs_reply_and_errors():
+    reply = {"outputs": {"start_logits": [[0.5, 1.5]], "end_logits": [[2.0, -1.0]],
+                         "start_index": [1], "end_index": [0]}}
+    out = parse_rest_response(reply, fmt="inputs")
+    assert out["start_logits"].shape == (1, 2) and out["start_index"].tolist() == [1]
+    with pytest.raises(ServingError, match="Expects arg\\[0\\] to be string"):
+        parse_rest_response({"error": "Expects arg[0] to be string but int32 is provided"})
+    with pytest.raises(ValueError, match="needs 'predictions'"):
+        parse_rest_response({"outputs": {}}, fmt="instances")
+
+
+def test_urls():
+    assert rest_predict_url("localhost:8501", "bert") == (
+        "http://localhost:8501/v1/models/bert:predict")
+    assert rest_predict_url("https://h:1/", "bert", 2) == "https://h:1/v1/models/bert/versions/2:predict"
+
+
+def test_grpc_request():
+    pytest.importorskip("tensorflow_serving.apis.predict_pb2",
+                        reason="tensorflow-serving-api is not installed (the REST client needs "
+                               "nothing extra)")
+    request = grpc_predict_request("bert", {"text": ["a", "b"]}, "serving_default", 3)
+    assert request.model_spec.name == "bert" and request.model_spec.version.value == 3
+    assert request.inputs["text"].string_val == [b"a", b"b"]
+
+
+def test_grpc_without_the_package_says_what_to_install(monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def fake_import(name, *args, **kwargs):
+        if name.startswith("tensorflow_serving"):
+            raise ImportError("no module")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", fake_import)
+    with pytest.raises(ImportError, match="pip install tensorflow-serving-api"):
+        grpc_predict_request("bert", {"text": ["a"]})
