@@ -5,6 +5,7 @@ import keras
 import tensorflow as tf
 
 from bert_tf.modeling.config import BertConfig
+from bert_tf.modeling.dropout import BertDropout
 
 LAYER_NORM_EPSILON = 1e-12
 
@@ -31,7 +32,7 @@ class BertEmbeddings(keras.layers.Layer):
         super().__init__(**kwargs)
         self.config = config
         self.layer_norm = layer_norm("LayerNorm")
-        self.dropout = keras.layers.Dropout(config.hidden_dropout_prob)
+        self.dropout = BertDropout(config.hidden_dropout_prob)
 
     def build(self, input_shape=None) -> None:
         c = self.config

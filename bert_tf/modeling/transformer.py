@@ -7,6 +7,7 @@ import tensorflow as tf
 from bert_tf.modeling.activations import get_activation
 from bert_tf.modeling.attention import BertSelfAttention
 from bert_tf.modeling.config import BertConfig
+from bert_tf.modeling.dropout import BertDropout
 from bert_tf.modeling.embeddings import layer_norm, truncated_normal
 
 
@@ -25,14 +26,14 @@ class BertTransformerBlock(keras.layers.Layer):
         self.attention = BertSelfAttention(config, name="self")
         self.attention_output = keras.layers.Dense(config.hidden_size, kernel_initializer=init,
                                                    name="attention_output_dense")
-        self.attention_dropout = keras.layers.Dropout(config.hidden_dropout_prob)
+        self.attention_dropout = BertDropout(config.hidden_dropout_prob)
         self.attention_layer_norm = layer_norm("attention_output_LayerNorm")
         self.intermediate = keras.layers.Dense(
             config.intermediate_size, activation=get_activation(config.hidden_act),
             kernel_initializer=init, name="intermediate_dense")
         self.output_dense = keras.layers.Dense(config.hidden_size, kernel_initializer=init,
                                                name="output_dense")
-        self.output_dropout = keras.layers.Dropout(config.hidden_dropout_prob)
+        self.output_dropout = BertDropout(config.hidden_dropout_prob)
         self.output_layer_norm = layer_norm("output_LayerNorm")
 
     def build(self, input_shape) -> None:
