@@ -146,6 +146,7 @@ def test_run_ner_train_eval_predict_and_reload(tmp_path, data):
     assert again["eval"]["global_step"] == 24
 
 
+@pytest.mark.slow  # two script runs (train + evaluate in a fresh process)
 def test_run_ner_feature_based_keeps_bert_frozen(tmp_path, data):
     import tensorflow as tf
 
