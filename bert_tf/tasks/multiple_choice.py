@@ -83,7 +83,7 @@ def read_swag_examples(path: str | os.PathLike, require_label: bool) -> list[Swa
     """
     source = os.fspath(path)
     try:
-        f = open(source, encoding="utf-8", newline="")
+        f = open(source, encoding="utf-8-sig", newline="")  # (a leading BOM is dropped)
     except OSError as e:
         raise SwagDataError(f"cannot read SWAG file {source}: {e}") from e
     examples: list[SwagExample] = []

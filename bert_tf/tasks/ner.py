@@ -118,7 +118,7 @@ def read_conll_file(path: str | os.PathLike, require_labels: bool = True) -> lis
     with f:
         for lineno, raw in enumerate(f, start=1):
             try:
-                line = raw.decode("utf-8")
+                line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
             except UnicodeDecodeError as e:
                 raise NerDataError(f"{source}:{lineno}: not valid UTF-8 ({e.reason} at byte "
                                    f"{e.start})") from e

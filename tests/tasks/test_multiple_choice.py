@@ -105,6 +105,8 @@ def test_bad_input_names_file_and_line(tmp_path):
     path.write_text(header.replace("ending3", "ending_3") + row.format(label=1))
     with pytest.raises(mc.SwagDataError, match=r"bad\.csv:1: the header lacks ending3"):
         mc.read_swag_examples(path, require_label=False)
+    path.write_text("\ufeff" + header + "7" + row.format(label=2)[1:])  # a BOM is dropped
+    assert mc.read_swag_examples(path, require_label=True)[0].example_id == "7"
     path.write_text(header)
     with pytest.raises(mc.SwagDataError, match="no rows after the header"):
         mc.read_swag_examples(path, require_label=False)

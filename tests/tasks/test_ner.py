@@ -215,6 +215,8 @@ def test_bad_input_names_file_and_line(tmp_path, conll_file):
     with pytest.raises(ner.NerDataError, match=r"bad\.conll:1: expected a token and its tag"):
         ner.read_conll_file(bad)
     assert ner.read_conll_file(bad, require_labels=False)[0].labels is None
+    bad.write_text("\ufeffEU NNP I-NP I-ORG\n", encoding="utf-8")  # a leading BOM is dropped
+    assert ner.read_conll_file(bad)[0].words == ["EU"]
     bad.write_text("-DOCSTART- -X- -X- O\n\n", encoding="utf-8")
     with pytest.raises(ner.NerDataError, match="no sentences"):
         ner.read_conll_file(bad)
