@@ -619,6 +619,7 @@ def _predict_and_write(model, sentences: Sequence[NerSentence], tokenizer,
     `<prefix>_results.txt` (key = value) and `<prefix>_conlleval.txt` (conlleval's report)."""
     import numpy as np
 
+    from bert_tf.io_utils import atomic_write_text
     from bert_tf.training.finetuning import predict_arrays
 
     features = convert_sentences_to_features(sentences, tokenizer, label_list,
@@ -637,8 +638,6 @@ def _predict_and_write(model, sentences: Sequence[NerSentence], tokenizer,
         logging.info("%s has no gold tags; predictions written, not scored", sentences[0].source)
         return None
     result = score_predictions(sentences, predictions)
-    from bert_tf.io_utils import atomic_write_text
-
     atomic_write_text(os.path.join(opts.output_dir, f"{prefix}_conlleval.txt"),
                       conlleval.format_report(result))
     # Unprefixed metric names as the GLUE results (and tools/sweep_learning_rate.py) use them.
@@ -661,9 +660,8 @@ def run_ner(opts: NerRunOptions) -> dict:
     Writes into `opts.output_dir`: `label_list.txt`, `model.ckpt-<step>` checkpoints (training);
     `eval_predictions.txt` (conlleval input: `token gold predicted`), `eval_results.txt`
     (`precision`, `recall`, `f1`, `token_accuracy` in %, `eval_loss`, `num_sentences`,
-    `global_step`) and `eval_conlleval.txt`
-    (conlleval's report) for --do_eval; the same with the `test_` prefix for --do_predict (the
-    results files only when the predict file has tags).
+    `global_step`) and `eval_conlleval.txt` (conlleval's report) for --do_eval; the same with
+    the `test_` prefix for --do_predict (the results files only when the predict file has tags).
 
     Evaluation and prediction use the weights just trained; without --do_train, the latest
     checkpoint in `output_dir` if there is one, else --init_checkpoint.
