@@ -50,9 +50,10 @@ class _OutputProjection(keras.layers.Layer):
     def call(self, x: tf.Tensor) -> tf.Tensor:
         """x [..., H] -> logits [..., num_outputs]."""
         w = tf.cast(self.output_weights, x.dtype)
-        logits = tf.einsum("...h,oh->...o", x, w) if x.shape.rank != 2 else tf.matmul(
-            x, w, transpose_b=True)
-        return logits + tf.cast(self.output_bias, x.dtype)
+        flat = tf.reshape(x, [-1, self.hidden_size])
+        logits = tf.nn.bias_add(tf.matmul(flat, w, transpose_b=True),
+                                tf.cast(self.output_bias, x.dtype))
+        return tf.reshape(logits, tf.concat([tf.shape(x)[:-1], [self.num_outputs]], axis=0))
 
 
 class MaskedLMHead(keras.layers.Layer):
@@ -82,7 +83,9 @@ class MaskedLMHead(keras.layers.Layer):
     def transform(self, sequence_output: tf.Tensor, masked_lm_positions: tf.Tensor) -> tf.Tensor:
         """[batch, seq, H], int [batch, P] -> transformed vectors [batch * P, H]."""
         x = gather_indexes(sequence_output, masked_lm_positions)
-        return self.transform_layer_norm(self.transform_dense(x))
+        dense = self.transform_dense
+        x = tf.nn.bias_add(tf.matmul(x, tf.cast(dense.kernel, x.dtype)), tf.cast(dense.bias, x.dtype))
+        return self.transform_layer_norm(dense.activation(x))
 
     def call(self, sequence_output: tf.Tensor, masked_lm_positions: tf.Tensor) -> tf.Tensor:
         """Args: sequence_output [batch, seq, H]; masked_lm_positions int [batch, P].
@@ -91,7 +94,10 @@ class MaskedLMHead(keras.layers.Layer):
         """
         x = self.transform(sequence_output, masked_lm_positions)
         table = tf.cast(self.embedding_table, x.dtype)
-        logits = tf.matmul(x, table, transpose_b=True) + tf.cast(self.output_bias, x.dtype)
+        # BiasAdd (not +): its gradient is one BiasAddGrad instead of a generic reduction over
+        # [batch * P, vocab], and the forward fuses with the MatMul.
+        logits = tf.nn.bias_add(tf.matmul(x, table, transpose_b=True),
+                                tf.cast(self.output_bias, x.dtype))
         batch = tf.shape(masked_lm_positions)[0]
         return tf.reshape(logits, [batch, -1, self.config.vocab_size])
 

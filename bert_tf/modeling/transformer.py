@@ -51,16 +51,32 @@ class BertTransformerBlock(keras.layers.Layer):
         """Args: hidden_states float [batch, seq, H]; mask_adder [batch, 1, 1, seq].
 
         Returns: float [batch, seq, H] (and attention probs [batch, N, seq, seq] if `return_probs`).
+
+        Works on [batch * seq, H] matrices inside, as the original does, with each dense layer
+        written as MatMul → BiasAdd (→ GELU): the pattern TensorFlow's CPU graph optimizer fuses
+        into one oneDNN kernel (a reshape between them, as Keras' 3-D `Dense` has, prevents it).
         """
+        shape = tf.shape(hidden_states)
+        flat_input = tf.reshape(hidden_states, [-1, self.hidden_size])
         attended = self.attention(hidden_states, mask_adder, training=training,
                                   return_probs=return_probs)
         if return_probs:
             attended, probs = attended
-        attention_output = self.attention_dropout(self.attention_output(attended), training=training)
-        attention_output = self.attention_layer_norm(attention_output + hidden_states)
-        layer_output = self.output_dense(self.intermediate(attention_output))
-        layer_output = self.output_dropout(layer_output, training=training)
+        attended = tf.reshape(attended, [-1, self.hidden_size])
+        attention_output = self.attention_dropout(dense_2d(attended, self.attention_output),
+                                                  training=training)
+        attention_output = self.attention_layer_norm(attention_output + flat_input)
+        intermediate = self.intermediate.activation(dense_2d(attention_output, self.intermediate))
+        layer_output = self.output_dropout(dense_2d(intermediate, self.output_dense),
+                                           training=training)
         layer_output = self.output_layer_norm(layer_output + attention_output)
+        layer_output = tf.reshape(layer_output, shape)
         if return_probs:
             return layer_output, probs
         return layer_output
+
+
+def dense_2d(x: tf.Tensor, layer: keras.layers.Dense) -> tf.Tensor:
+    """x [rows, in] @ kernel [in, out] + bias, without the layer's activation: [rows, out]."""
+    return tf.nn.bias_add(tf.matmul(x, tf.cast(layer.kernel, x.dtype)),
+                          tf.cast(layer.bias, x.dtype))
