@@ -447,17 +447,21 @@ def predict_arrays(model: keras.Model, arrays: Mapping[str, np.ndarray], batch_s
             raise ValueError(f"the model has no outputs {missing} (it has {sorted(outputs)})")
         return {k: outputs[k] for k in output_keys}
 
-    dataset = tf.data.Dataset.from_tensor_slices({k: arrays[k] for k in input_keys}
-                                                 ).batch(batch_size)
+    inputs = {k: np.asarray(arrays[k]) for k in input_keys}
+    num_examples = len(next(iter(inputs.values())))
     parts: dict[str, list[np.ndarray]] = {k: [] for k in output_keys}
-    done = 0
-    for batch in dataset:
+    for start in range(0, num_examples, batch_size):
+        batch = {k: v[start:start + batch_size] for k, v in inputs.items()}
+        size = len(next(iter(batch.values())))
+        if size < batch_size:
+            # The last partial batch is padded (repeating its last row) to the full batch shape,
+            # so that the step is traced once; the padded rows' outputs are dropped.
+            batch = {k: np.concatenate([v, np.repeat(v[-1:], batch_size - size, axis=0)])
+                     for k, v in batch.items()}
         out = predict_step(batch)
         for k in output_keys:
-            parts[k].append(out[k].numpy())
-        n_before = done
-        done += int(next(iter(batch.values())).shape[0])
-        if done // 1000 > n_before // 1000:
-            logging.info("Processing example: %d", done)
+            parts[k].append(out[k].numpy()[:size])
+        if (start + size) // 1000 > start // 1000:
+            logging.info("Processing example: %d", start + size)
     return {k: np.concatenate(parts[k], axis=0) if parts[k] else np.zeros((0,), np.float32)
             for k in output_keys}

@@ -96,11 +96,14 @@ def test_classification_train_eval_predict_then_predict_from_checkpoint(tmp_path
     assert [l.split("\t")[0] for l in lines[1:]] == [str(i) for i in range(10)]
     assert [l.split("\t")[1] for l in lines[1:]] == [str(i) for i in probs.argmax(axis=1)]
 
-    # Without --do_train: the latest checkpoint of --output_dir gives the same predictions.
+    # Without --do_train: the latest checkpoint of --output_dir gives the same predictions
+    # (in-process, the library function the script calls, to keep the test short).
     first = (out / "test_results.tsv").read_text()
     (out / "test_results.tsv").unlink()
-    _summary(_run("--task_name=SST-2", "--max_seq_length=16", *common, "--do_eval",
-                  "--do_predict"))
+    classifier.run_classifier(classifier.ClassifierRunOptions(
+        task_name="SST-2", data_dir=str(data_dir), bert_config_file=config, vocab_file=vocab,
+        output_dir=str(out), max_seq_length=16, do_eval=True, do_predict=True,
+        predict_batch_size=3))
     np.testing.assert_allclose(np.loadtxt(out / "test_results.tsv", delimiter="\t"),
                                np.loadtxt(np.array(first.splitlines()), delimiter="\t"),
                                rtol=1e-5, atol=1e-6)
@@ -188,3 +191,35 @@ def test_init_checkpoint_of_another_size_names_the_variable(tmp_path, model_file
                                               r"'bert/embeddings/word_embeddings' has shape "
                                               r"\(30522, 128\), the model expects \(30522, 32\)"):
         classifier.run_classifier(_options(tmp_path, model_files, init_checkpoint=ckpt))
+
+
+def test_fine_tune_real_mrpc_rows_from_the_original_checkpoint(tmp_path, original_fixtures,
+                                                               shared_data):
+    """In-process: the original release's (tiny) checkpoint as --init_checkpoint, real MRPC rows
+    (BOM header), train + eval; the encoder comes from the checkpoint, the head is new."""
+    mrpc = shared_data / "glue" / "MRPC"
+    if not mrpc.exists():
+        pytest.skip(f"{mrpc} is absent")
+    data = tmp_path / "mrpc"
+    data.mkdir()
+    for split, n in (("train", 9), ("dev", 5)):
+        lines = (mrpc / f"{split}.tsv").read_text(encoding="utf-8").splitlines(True)[:n]
+        (data / f"{split}.tsv").write_text("".join(lines), encoding="utf-8")
+    ckpt_dir = original_fixtures / "checkpoint"
+    opts = classifier.ClassifierRunOptions(
+        task_name="MRPC", data_dir=str(data), bert_config_file=str(ckpt_dir / "bert_config.json"),
+        vocab_file=str(original_fixtures / "vocab_uncased.txt"), output_dir=str(tmp_path / "out"),
+        init_checkpoint=str(ckpt_dir / "bert_model.ckpt"), do_train=True, do_eval=True,
+        max_seq_length=32, train_batch_size=4, num_train_epochs=1.0, learning_rate=2e-5)
+    result = classifier.run_classifier(opts)
+    assert result["train"]["global_step"] == 2 and result["metric_key"] == "f1"
+    assert sorted(result["eval"]["dev"]) == ["acc", "acc_and_f1", "eval_loss", "f1",
+                                             "global_step"]
+    from bert_tf.checkpoints import read_checkpoint
+
+    pretrained = read_checkpoint(str(ckpt_dir / "bert_model.ckpt"))
+    tuned = read_checkpoint(result["train"]["checkpoint"])
+    assert tuned["output_weights"].shape == (2, 128)
+    name = "bert/encoder/layer_0/attention/self/query/kernel"
+    delta = np.abs(tuned[name] - pretrained[name]).max()
+    assert 0 < delta < 1e-3  # fine-tuned from the pretrained weights (2 small steps)
