@@ -251,11 +251,6 @@ def run_classifier(opts: ClassifierRunOptions) -> dict:
     if opts.do_train:
         train_examples = processor.get_train_examples(opts.data_dir, opts.dev_file)
         random.Random(opts.seed).shuffle(train_examples)
-        from bert_tf.training.finetuning import num_train_and_warmup_steps
-
-        num_train_steps, num_warmup_steps = num_train_and_warmup_steps(
-            len(train_examples), opts.train_batch_size, opts.num_train_epochs,
-            opts.warmup_proportion)
     dev_splits = processor.get_dev_splits(opts.data_dir, opts.dev_file) if opts.do_eval else []
     test_splits: list[glue.EvalSplit] = []
     if opts.do_predict:
@@ -272,9 +267,14 @@ def run_classifier(opts: ClassifierRunOptions) -> dict:
     from bert_tf.modeling import BertClassifier, BertConfig
     from bert_tf.pretrained import load_bert
     from bert_tf.training.finetuning import (FinetuneOptions, init_model, latest_checkpoint,
-                                             load_checkpoint, predict_arrays, train_model)
+                                             load_checkpoint, num_train_and_warmup_steps,
+                                             predict_arrays, train_model)
 
     validate_options(opts, BertConfig.from_json_file(opts.bert_config_file))
+    if opts.do_train:
+        num_train_steps, num_warmup_steps = num_train_and_warmup_steps(
+            len(train_examples), opts.train_batch_size, opts.num_train_epochs,
+            opts.warmup_proportion)
     os.makedirs(opts.output_dir, exist_ok=True)
     keras.utils.set_random_seed(opts.seed)  # the new classifier weights and dropout
     regression = processor.is_regression
