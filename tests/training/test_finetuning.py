@@ -152,3 +152,45 @@ def test_nan_loss_names_the_step(tmp_path):
     with pytest.raises(FloatingPointError, match="training loss is nan at step 1"):
         train_model(model, toy_arrays(8), nan_loss, options)
     assert latest_checkpoint(str(tmp_path)) is None  # nothing written for a failed run
+
+
+class _EncoderPlusDense(keras.Model):
+    """A task model outside bert_tf.modeling: a BertEncoder as `.encoder` and a head of its own."""
+
+    def __init__(self, config, **kwargs):
+        kwargs.setdefault("name", "encoder_plus_dense")
+        super().__init__(**kwargs)
+        self.encoder = BertEncoder(config)
+        self.head = keras.layers.Dense(2, name="my_head")
+
+    def call(self, inputs, training=None):
+        pooled = self.encoder(inputs, training=training)["pooled_output"]
+        return {"logits": self.head(pooled)}
+
+    def build_from_config_shapes(self):
+        ids = tf.ones([1, 2], tf.int32)
+        self({"input_word_ids": ids, "input_mask": ids, "input_type_ids": ids * 0})
+        return self
+
+
+def test_other_task_models_get_original_encoder_names(tmp_path):
+    keras.utils.set_random_seed(3)
+    encoder = BertEncoder(tiny_config()).build_from_config_shapes()
+    ckpt = save_original_checkpoint(encoder, str(tmp_path / "bert_model.ckpt"))
+    model = _EncoderPlusDense(tiny_config())
+    init_model(model, ckpt)  # builds it; encoder from the checkpoint, the head stays fresh
+    np.testing.assert_array_equal(np.array(model.encoder.embeddings.word_embeddings),
+                                  np.array(encoder.embeddings.word_embeddings))
+    names = finetuning.checkpoint_variable_map(model)
+    assert "bert/encoder/layer_0/attention/self/query/kernel" in names
+    head_names = [n for n in names if not n.startswith("bert/")]
+    assert len(head_names) == 2 and all("my_head" in n for n in head_names)
+    options = FinetuneOptions(output_dir=str(tmp_path / "run"), learning_rate=1e-3,
+                              num_train_steps=3, num_warmup_steps=0, train_batch_size=4)
+    result = train_model(model, toy_arrays(8), classification_loss, options)
+    fresh = _EncoderPlusDense(tiny_config()).build_from_config_shapes()
+    finetuning.load_checkpoint(fresh, result["checkpoint"])
+    for name, value in weights(model).items():
+        np.testing.assert_array_equal(value, weights(fresh)[name], err_msg=name)
+    with pytest.raises(CheckpointError, match="has no variable .*my_head"):
+        finetuning.load_checkpoint(_EncoderPlusDense(tiny_config()), ckpt)  # head required
