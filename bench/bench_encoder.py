@@ -405,6 +405,9 @@ def main() -> None:
         "foreign_cpu_max": 0.05,
         "peak_fp32_gflops": peak, "peak": peak_info,
         "impls_requested": impls, "pythons": pythons, "missing": missing,
+        "bert_tf_optimizer": (None if args.task != "pretrain" else "keras.optimizers.Adam"
+                              if os.environ.get("BERT_TF_BENCH_OPTIMIZER") == "keras"
+                              else "bert_tf.training.FusedAdam"),
         "out": jsonl,
     }
     summary.update(summarize(records, peak, jits, impls,
