@@ -134,6 +134,9 @@ def run_sweep(opts: SweepOptions) -> dict:
 
     script = resolve_script(opts.script)
     _check_script_args(opts.script_args)
+    # `--config=FILE` means absl's `--flagfile=FILE` for every script (not all define the alias).
+    script_args = ["--flagfile=" + a[len("--config="):] if a.startswith("--config=") else a
+                   for a in opts.script_args]
     if not opts.learning_rates:
         raise ValueError("no learning rates to sweep")
     os.makedirs(opts.output_dir, exist_ok=True)
@@ -151,7 +154,7 @@ def run_sweep(opts: SweepOptions) -> dict:
                 logging.info("lr=%g seed=%s: reusing the results in %s", learning_rate, seed,
                              run_dir)
             else:
-                cmd = [opts.python, script, *opts.script_args,
+                cmd = [opts.python, script, *script_args,
                        f"--learning_rate={learning_rate!r}", f"--output_dir={run_dir}"]
                 if seed is not None:
                     cmd.append(f"--seed={seed}")

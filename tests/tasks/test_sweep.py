@@ -14,6 +14,8 @@ from bert_tf.tasks import sweep
 FAKE_SCRIPT = textwrap.dedent("""
     import os, sys
     args = dict(a[2:].split("=", 1) for a in sys.argv[1:])
+    if "flagfile" in args:
+        args.update(l[2:].strip().split("=", 1) for l in open(args["flagfile"]) if l.strip())
     lr = float(args["learning_rate"])
     if lr == 4e-5:
         sys.exit("diverged")
@@ -28,7 +30,9 @@ FAKE_SCRIPT = textwrap.dedent("""
 def test_sweep_keeps_the_best_and_resumes(tmp_path):
     script = tmp_path / "fake_run.py"
     script.write_text(FAKE_SCRIPT)
-    opts = sweep.SweepOptions(script=str(script), script_args=["--task=mrpc"],
+    flagfile = tmp_path / "task.flags"
+    flagfile.write_text("--task=mrpc\n")
+    opts = sweep.SweepOptions(script=str(script), script_args=[f"--config={flagfile}"],
                               output_dir=str(tmp_path / "sweep"))
     summary = sweep.run_sweep(opts)
     assert summary["metric"] == "f1"  # MRPC's reported metric, picked from the keys
