@@ -111,3 +111,14 @@ def test_bad_pair_and_id_requests(exports, harness):
     assert "not compatible with expected shape" in rank_err
     assert "99999" in range_err and "[0, 30522)" in range_err
     assert fine["probabilities"].shape == (1, 2)
+
+
+def test_bench_mode_smoke(exports, harness):
+    """The load-test mode (bench/bench_serving.py): threads share one session, zero errors."""
+    requests = [{"text": TEXTS[i:i + 1]} for i in range(len(TEXTS))]
+    result = lh.bench_signature(harness, exports["preprocessor"], requests, threads=3,
+                                iterations=4)
+    assert result["errors"] == 0, result["first_error"]
+    assert result["threads"] == 3 and result["requests"] == 12
+    assert 0 < result["p50_ms"] <= result["p99_ms"] <= result["max_ms"]
+    assert result["qps"] > 0
