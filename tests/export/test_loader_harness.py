@@ -91,11 +91,13 @@ def test_bad_text_requests_are_clear_errors_and_the_loader_survives(exports, har
 def test_bad_pair_and_id_requests(exports, harness):
     responses, proc = lh.run_signature(harness, exports["classifier"], [
         {"text_a": np.array(["a", "b"], dtype=object), "text_b": np.array(["c"], dtype=object)},
+        {"text_a": np.array(["a"], dtype=object)},                     # text_b missing
         {"text_a": np.array(["a"], dtype=object), "text_b": np.array(["c"], dtype=object)},
     ], signature="serving_pair")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "text_b" in responses[0] and "must have the same batch size" in responses[0]
-    assert responses[1]["probabilities"].shape == (1, 2)
+    assert "serving_pair_text_b" in responses[1], responses[1]
+    assert responses[2]["probabilities"].shape == (1, 2)
 
     ids = np.array([[101, 2000, 102]], np.int32)
     ok = {"input_word_ids": ids, "input_mask": np.ones_like(ids), "input_type_ids": 0 * ids}
