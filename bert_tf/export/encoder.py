@@ -4,7 +4,8 @@ The SavedModel is callable as `obj(inputs, training=False)` with a dict of int32
 `input_word_ids`, `input_mask`, `input_type_ids` and returns `pooled_output` [batch, H],
 `sequence_output` [batch, seq, H] and `encoder_outputs` (list of L [batch, seq, H]); it carries
 `variables` / `trainable_variables` for fine-tuning, and a `serving_default` signature with the
-same inputs and outputs (`encoder_outputs` stacked: [L, batch, seq, H]).
+same inputs and outputs (`encoder_outputs` stacked batch-first: [batch, L, seq, H], so that every
+output has the batch as its first dimension, as TF Serving's REST row format requires).
 """
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def encoder_savedmodel_root(encoder: BertEncoder) -> tf.train.Checkpoint:
         out = call({"input_word_ids": input_word_ids, "input_mask": input_mask,
                     "input_type_ids": input_type_ids}, training=False)
         return {"pooled_output": out["pooled_output"], "sequence_output": out["sequence_output"],
-                "encoder_outputs": tf.stack(out["encoder_outputs"])}
+                "encoder_outputs": tf.stack(out["encoder_outputs"], axis=1)}
 
     root = tf.train.Checkpoint()
     root.variables = [_tf_variable(v) for v in encoder.variables]

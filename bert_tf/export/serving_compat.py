@@ -5,7 +5,8 @@
   * every op (graph and function library) is a TF core op or one of the tensorflow-text ops that
     TF Serving links (`@org_tensorflow_text//tensorflow_text:ops_lib`), and, for portability to
     older servers, only the *classic* tensorflow-text ops (no FastWordpiece/FastBert ops);
-  * every signature output is a dense tensor (no ragged/sparse/composite encodings);
+  * every signature output is a dense tensor (no ragged/sparse/composite encodings) and all
+    outputs of a signature start with the same (batch) dimension (REST's row format needs it);
   * no function is XLA-compiled (`_XlaMustCompile` absent or false).
 It also names the oldest TF Serving release whose op set covers the export.
 
@@ -176,6 +177,13 @@ def check_serving_compatibility(export_dir: str | os.PathLike, allow_fast_text_o
             if info.WhichOneof("encoding") != "name":
                 problems.append(f"signature {name}: {key} is a {info.WhichOneof('encoding')} "
                                 "tensor; TF Serving needs dense tensors")
+        if name != "__saved_model_init_op":
+            first = {k: (None if v.tensor_shape.unknown_rank or not v.tensor_shape.dim
+                         else v.tensor_shape.dim[0].size) for k, v in sig.outputs.items()}
+            if len(set(first.values())) > 1 or None in first.values():
+                problems.append(f"signature {name}: outputs do not all start with the same "
+                                f"(batch) dimension {first}; REST's row format ('instances') "
+                                "needs that")
     for fn in _xla_compiled(meta_graph):
         problems.append(f"function {fn} is XLA-compiled (_XlaMustCompile=true)")
     releases = [_BASELINE_RELEASE]

@@ -38,10 +38,12 @@ def test_tf_hub_interface(exports):
     out = sig(**inputs)
     assert out["pooled_output"].shape == (4, 128)
     assert out["sequence_output"].shape == (4, 8, 128)
-    assert out["encoder_outputs"].shape == (2, 4, 8, 128)
+    assert out["encoder_outputs"].shape == (4, 2, 8, 128)  # batch first, then layers
     eval_out = obj(inputs, training=False)
     np.testing.assert_allclose(eval_out["pooled_output"], out["pooled_output"], atol=1e-6)
     assert len(eval_out["encoder_outputs"]) == 2
+    np.testing.assert_allclose(eval_out["encoder_outputs"][1], out["encoder_outputs"][:, 1],
+                               atol=1e-6)
     train_out = obj(inputs, training=True)  # Dropout (0.1 in the fixture config) is active.
     assert not np.allclose(train_out["sequence_output"], eval_out["sequence_output"])
 

@@ -97,3 +97,10 @@ def test_no_xla_attribute_in_exports(exports, name):
         for node in fn.node_def:
             if "_XlaMustCompile" in node.attr:
                 assert node.attr["_XlaMustCompile"].b is False
+
+
+def test_reports_outputs_without_a_common_batch_dimension(tmp_path):
+    report = _save(tmp_path, "layers_first",
+                   lambda x: {"per_layer": tf.stack([x, x]), "y": x},
+                   tf.TensorSpec([None, 3], tf.float32))
+    assert any("same (batch) dimension" in p for p in report.problems), report.problems
