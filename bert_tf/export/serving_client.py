@@ -188,11 +188,30 @@ def grpc_predict_request(model_name: str, inputs: Mapping[str, Any],
     if version:
         request.model_spec.version.value = int(version)
     for name, value in inputs.items():
-        array = np.asarray(value)
-        if array.dtype.kind in "U":
-            array = array.astype(object)
-        request.inputs[name].CopyFrom(tf.make_tensor_proto(array))
+        request.inputs[name].CopyFrom(tf.make_tensor_proto(_as_array(value)))
     return request
+
+
+def _as_array(value: Any) -> np.ndarray:
+    """Nested lists / arrays -> numpy; strings (str or bytes, mixed) -> an object array of bytes."""
+    if isinstance(value, np.ndarray) and value.dtype.kind not in "OU":
+        return value
+    has_text = False
+
+    def encode(v):
+        nonlocal has_text
+        if isinstance(v, str):
+            has_text = True
+            return v.encode("utf-8")
+        if isinstance(v, bytes):
+            has_text = True
+            return v
+        if isinstance(v, (list, tuple, np.ndarray)):
+            return [encode(x) for x in v]
+        return v
+
+    encoded = encode(value.tolist() if isinstance(value, np.ndarray) else value)
+    return np.array(encoded, dtype=object) if has_text else np.asarray(encoded)
 
 
 def grpc_predict(server: str, model_name: str, inputs: Mapping[str, Any],

@@ -89,9 +89,17 @@ def test_grpc_request():
     pytest.importorskip("tensorflow_serving.apis.predict_pb2",
                         reason="tensorflow-serving-api is not installed (the REST client needs "
                                "nothing extra)")
-    request = grpc_predict_request("bert", {"text": ["a", "b"]}, "serving_default", 3)
+    request = grpc_predict_request("bert", {"text": ["a", "ü", b"\xff"]}, "serving_default", 3)
     assert request.model_spec.name == "bert" and request.model_spec.version.value == 3
-    assert request.inputs["text"].string_val == [b"a", b"b"]
+    assert request.model_spec.signature_name == "serving_default"
+    assert request.inputs["text"].string_val == [b"a", "ü".encode(), b"\xff"]
+    assert request.inputs["text"].dtype == 7  # DT_STRING
+    ids = np.array([[101, 102]], np.int32)
+    request = grpc_predict_request("bert", {"input_word_ids": ids,
+                                            "choices": [["x", "y"]]}, "serving_ids")
+    assert request.inputs["input_word_ids"].dtype == 3  # DT_INT32
+    assert [d.size for d in request.inputs["input_word_ids"].tensor_shape.dim] == [1, 2]
+    assert [d.size for d in request.inputs["choices"].tensor_shape.dim] == [1, 2]
 
 
 def test_grpc_without_the_package_says_what_to_install(monkeypatch):
@@ -107,3 +115,49 @@ def test_grpc_without_the_package_says_what_to_install(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", fake_import)
     with pytest.raises(ImportError, match="pip install tensorflow-serving-api"):
         grpc_predict_request("bert", {"text": ["a"]})
+
+
+def test_rest_round_trip_against_a_canned_server():
+    """rest_predict posts the JSON to the :predict URL and parses the reply; an error reply
+    (HTTP 400 with {"error": ...}, as TF Serving sends) becomes a ServingError."""
+    import http.server
+    import threading
+
+    from bert_tf.export.serving_client import rest_predict
+
+    received = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 (http.server's naming)
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            received.append((self.path, body))
+            if body.get("signature_name") == "missing":
+                reply, code = {"error": "Serving signature name: \"missing\" not found"}, 400
+            else:
+                reply, code = {"outputs": {"label_ids": [1], "labels": ["positive"]}}, 200
+            data = json.dumps(reply).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        address = f"127.0.0.1:{server.server_port}"
+        out = rest_predict(address, "sentiment", {"text": ["a fine film"]}, version=2,
+                           fmt="inputs")
+        assert out["label_ids"].tolist() == [1] and out["labels"].tolist() == [b"positive"]
+        assert received[0] == ("/v1/models/sentiment/versions/2:predict",
+                               {"signature_name": "serving_default",
+                                "inputs": {"text": ["a fine film"]}})
+        with pytest.raises(ServingError, match="not found"):
+            rest_predict(address, "sentiment", {"text": ["x"]}, signature_name="missing")
+    finally:
+        server.shutdown()
+        server.server_close()
