@@ -40,6 +40,9 @@ flags.DEFINE_multi_string("question", None, "SQuAD: input `question`.")
 flags.DEFINE_multi_string("context", None, "SQuAD / multiple choice: input `context`.")
 flags.DEFINE_multi_string("choices", None, "Multiple choice: the choices of one example, "
                           "separated by '|'.")
+flags.DEFINE_string("inputs_json", None, "Any inputs as a JSON object of batched values, e.g. "
+                    "'{\"input_word_ids\": [[101, 7592, 102]], \"input_mask\": [[1, 1, 1]], "
+                    "\"input_type_ids\": [[0, 0, 0]]}' with --signature_name=serving_ids.")
 flags.DEFINE_float("timeout", 30.0, "Seconds to wait for the reply.")
 
 
@@ -51,6 +54,14 @@ def _inputs() -> dict:
             inputs[name] = list(values)
     if FLAGS.choices:
         inputs["choices"] = [c.split("|") for c in FLAGS.choices]
+    if FLAGS.inputs_json:
+        try:
+            extra = json.loads(FLAGS.inputs_json)
+        except ValueError as e:
+            sys.exit(f"serving_client: --inputs_json is not valid JSON: {e}")
+        if not isinstance(extra, dict):
+            sys.exit("serving_client: --inputs_json must be a JSON object {input name: values}")
+        inputs.update(extra)
     return inputs
 
 

@@ -176,8 +176,8 @@ def grpc_predict_request(model_name: str, inputs: Mapping[str, Any],
                          signature_name: str = "serving_default", version: int | None = None):
     """A `tensorflow.serving.PredictRequest` (needs tensorflow-serving-api).
 
-    String inputs become DT_STRING tensors, integer arrays keep their dtype (give int32 for the
-    id signatures).
+    String inputs become DT_STRING tensors; lists of Python ints become int32 (what the id
+    signatures take); numpy arrays keep their dtype.
     """
     import tensorflow as tf
 
@@ -211,7 +211,12 @@ def _as_array(value: Any) -> np.ndarray:
         return v
 
     encoded = encode(value.tolist() if isinstance(value, np.ndarray) else value)
-    return np.array(encoded, dtype=object) if has_text else np.asarray(encoded)
+    if has_text:
+        return np.array(encoded, dtype=object)
+    array = np.asarray(encoded)
+    # Python ints (e.g. parsed JSON) default to int32: the id signatures take int32, and the
+    # server does not convert a gRPC tensor's dtype. Pass a numpy array to choose another.
+    return array.astype(np.int32) if array.dtype == np.int64 else array
 
 
 def grpc_predict(server: str, model_name: str, inputs: Mapping[str, Any],

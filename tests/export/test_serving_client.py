@@ -100,6 +100,9 @@ def test_grpc_request():
     assert request.inputs["input_word_ids"].dtype == 3  # DT_INT32
     assert [d.size for d in request.inputs["input_word_ids"].tensor_shape.dim] == [1, 2]
     assert [d.size for d in request.inputs["choices"].tensor_shape.dim] == [1, 2]
+    # Parsed JSON (Python ints) becomes int32, what the id signatures take.
+    request = grpc_predict_request("bert", {"input_word_ids": [[101, 102]]}, "serving_ids")
+    assert request.inputs["input_word_ids"].dtype == 3
 
 
 def test_grpc_without_the_package_says_what_to_install(monkeypatch):
