@@ -64,8 +64,8 @@ class BertPacker(tf.Module):
 
     Attributes:
       seq_length: output length (Python int).
-      cls_id, sep_id, pad_id: token ids (pad is 0 in every BERT vocab; padding uses 0 as the
-        original does, whatever the vocab's [PAD] id).
+      cls_id, sep_id: ids of [CLS] and [SEP]. Padding is id 0, as in the original (whatever the
+        vocab's [PAD] id; it is 0 in every released BERT vocab).
     """
 
     def __init__(self, seq_length: int, cls_id: int, sep_id: int, name: str | None = None):
