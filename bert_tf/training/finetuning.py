@@ -138,7 +138,8 @@ def checkpoint_variable_map(model) -> dict[str, tf.Variable]:
         for name, var in encoder_variable_map(encoder).items():
             names[name] = var
             taken.add(id(var))
-    for var in model.variables:
+    # model.weights, not .variables: seed-generator states are named by a process-wide counter
+    for var in model.weights:
         if id(var) not in taken:
             names[var.path] = var
     return names

@@ -93,13 +93,6 @@ def test_training_keeps_bert_frozen_and_the_loss_falls(tmp_path):
     assert "feature_based_tagger/bilstm_1/backward_lstm_1/lstm_cell/recurrent_kernel" in names
 
 
-@pytest.mark.xfail(strict=True, raises=CheckpointError, reason=(
-    "bert_tf/training/finetuning.py checkpoint_variable_map walks model.variables, which holds "
-    "Keras dropout seed-generator states named by a process-wide counter "
-    "(seed_generator_<N>/seed_generator_state); a second model built in the same process gets "
-    "other names, so heads='required' fails. Walking model.weights instead fixes it (a fresh "
-    "process, as tools/run_ner.py, builds the same names; tests/tools/test_run_ner.py covers "
-    "that). Remove this marker when fixed."))
 def test_checkpoint_reloads_into_a_second_model_in_the_same_process(tmp_path):
     tf.keras.utils.set_random_seed(1)
     model = fb.FeatureBasedTagger(CONFIG, num_labels=3, feature_layers="last", lstm_units=4,
