@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.checkpoints import CheckpointError
 from bert_tf.modeling import BertConfig, BertEncoder
 from bert_tf.tasks import feature_based as fb
 from bert_tf.tasks.ner import IGNORE_LABEL, ner_loss_fn
