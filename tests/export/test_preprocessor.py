@@ -97,3 +97,21 @@ def test_rejects_bad_configuration(fixture_model, tmp_path):
     vocab.write_text("[PAD]\n[UNK]\nhello\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"needs \[CLS\] and \[SEP\]"):
         BertPreprocessor(str(vocab), 8)
+
+
+def test_real_sentence_pairs_mrpc(shared_data, fixture_model):
+    """MRPC dev pairs (real sentences; seq_length 32 truncates most pairs, both sides)."""
+    path = shared_data / "glue" / "MRPC" / "dev.tsv"
+    if not path.exists():
+        pytest.skip(f"needs {path}")
+    rows = [line.rstrip("\n").split("\t") for line in path.read_text(encoding="utf-8")
+            .splitlines()[1:301]]
+    a, b = [r[3] for r in rows], [r[4] for r in rows]
+    pre = BertPreprocessor(fixture_model["vocab_file"], 32, do_lower_case=True)
+    tokenizer = FullTokenizer(fixture_model["vocab_file"], do_lower_case=True)
+    out = pre.pack_pair(tf.constant(a), tf.constant(b))
+    for i in range(len(rows)):
+        ids, mask, types = _expected(tokenizer, a[i], b[i], 32)
+        assert out["input_word_ids"][i].numpy().tolist() == ids, (a[i], b[i])
+        assert out["input_mask"][i].numpy().tolist() == mask
+        assert out["input_type_ids"][i].numpy().tolist() == types
