@@ -32,6 +32,7 @@ from typing import Any, Sequence
 from absl import logging
 
 from bert_tf.tasks.packing import pack_tokens
+from bert_tf.tasks.run_checks import check_modes_and_files, check_positive
 
 NUM_CHOICES = 4
 REQUIRED_COLUMNS = ("sent1", "sent2", *(f"ending{i}" for i in range(NUM_CHOICES)))
@@ -286,18 +287,9 @@ def resolve_data_files(data_dir: str | None, train_file: str | None, eval_file: 
 
 def validate_options(opts: SwagRunOptions, config=None) -> None:
     """Flag checks (ValueError naming the flag)."""
-    if not (opts.do_train or opts.do_eval or opts.do_predict):
-        raise ValueError("At least one of `do_train`, `do_eval` or `do_predict` must be True.")
-    for flag, name in (("do_train", "train_file"), ("do_eval", "eval_file"),
-                       ("do_predict", "predict_file")):
-        if getattr(opts, flag) and not getattr(opts, name):
-            raise ValueError(f"--{flag} needs --{name} (or --data_dir)")
-        if getattr(opts, flag) and not os.path.exists(getattr(opts, name)):
-            raise ValueError(f"--{name}={getattr(opts, name)} does not exist")
-    for name in ("train_batch_size", "eval_batch_size", "predict_batch_size",
-                 "save_checkpoints_steps", "keep_checkpoint_max"):
-        if getattr(opts, name) <= 0:
-            raise ValueError(f"--{name} must be positive, got {getattr(opts, name)}")
+    check_modes_and_files(opts)
+    check_positive(opts, ("train_batch_size", "eval_batch_size", "predict_batch_size",
+                          "save_checkpoints_steps", "keep_checkpoint_max"))
     if opts.max_seq_length < 3:
         raise ValueError(f"--max_seq_length must be >= 3, got {opts.max_seq_length}")
     if not 0.0 <= opts.warmup_proportion <= 1.0:

@@ -39,6 +39,7 @@ from typing import Any, Sequence
 from absl import logging
 
 from bert_tf.evaluation import conlleval
+from bert_tf.tasks.run_checks import check_modes_and_files, check_positive
 from bert_tf.tasks.squad import check_is_max_context, make_doc_spans
 
 # The nine tags of CoNLL-2003 (IOB1 uses B- only between two adjacent entities of one type).
@@ -563,19 +564,10 @@ def resolve_data_files(data_dir: str | None, train_file: str | None, eval_file: 
 
 def validate_options(opts: NerRunOptions, config=None) -> None:
     """Flag checks (ValueError naming the flag)."""
-    if not (opts.do_train or opts.do_eval or opts.do_predict):
-        raise ValueError("At least one of `do_train`, `do_eval` or `do_predict` must be True.")
-    for flag, name in (("do_train", "train_file"), ("do_eval", "eval_file"),
-                       ("do_predict", "predict_file")):
-        if getattr(opts, flag) and not getattr(opts, name):
-            raise ValueError(f"--{flag} needs --{name} (or --data_dir)")
-        if getattr(opts, flag) and not os.path.exists(getattr(opts, name)):
-            raise ValueError(f"--{name}={getattr(opts, name)} does not exist")
-    for name in ("train_batch_size", "eval_batch_size", "predict_batch_size",
-                 "save_checkpoints_steps", "keep_checkpoint_max", "doc_stride", "lstm_units",
-                 "lstm_layers"):
-        if getattr(opts, name) <= 0:
-            raise ValueError(f"--{name} must be positive, got {getattr(opts, name)}")
+    check_modes_and_files(opts)
+    check_positive(opts, ("train_batch_size", "eval_batch_size", "predict_batch_size",
+                          "save_checkpoints_steps", "keep_checkpoint_max", "doc_stride",
+                          "lstm_units", "lstm_layers"))
     if opts.max_seq_length < 3:
         raise ValueError(f"--max_seq_length must be >= 3, got {opts.max_seq_length}")
     if not 0.0 <= opts.warmup_proportion <= 1.0:
