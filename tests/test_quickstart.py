@@ -34,9 +34,22 @@ def test_main_job_as_the_readme_runs_it(tmp_path):
     assert len(records[0]["features"][0]["layers"][0]["values"]) == 128
     # a pair input ("a ||| b") has two [SEP]s
     assert [f["token"] for f in records[1]["features"]].count("[SEP]") == 2
+    # pretraining ran on the generated data and lowered the loss; its weights are the checkpoint
+    assert summary["pretraining_data"]["instances"] > 100
+    pre = summary["pretraining"]
+    assert pre["steps"] == 100 and pre["last_loss"] < pre["first_loss"]
+    assert pre["eval"]["masked_lm_accuracy"] > 0.01  # chance is 1/vocab_size
+    assert (out / "pretraining" / "eval_results.txt").exists()
+    reader = tf.train.load_checkpoint(str(out / "bert_model.ckpt"))
+    assert reader.get_tensor("bert/pooler/dense/bias").any()  # trained: biases start at zero
+    # the SavedModels were written, reloaded and agree with FullTokenizer on raw text
+    assert summary["export"]["ids_equal_full_tokenizer"]
+    assert summary["export"]["raw_text_pooled_output_shape"] == [1, 128]
+    assert (out / "export" / "preprocessor" / "1" / "saved_model.pb").exists()
+    assert (out / "export" / "encoder" / "1" / "saved_model.pb").exists()
 
     # re-running over its own output is fine; a folder it did not write is refused untouched
-    run_quickstart(str(out), vocab_size=1000)
+    run_quickstart(str(out), vocab_size=1000, pretrain_steps=4)
     other = tmp_path / "mine"
     other.mkdir()
     (other / "notes.txt").write_text("keep me")
