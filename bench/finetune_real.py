@@ -94,7 +94,12 @@ def prepare_squad(work: pathlib.Path, n_train: int, n_eval: int) -> tuple[pathli
     data = json.loads((SHARED / "data" / "squad" / "dev-v1.1.json").read_text(encoding="utf-8"))
     out = work / "data" / "squad"
     out.mkdir(parents=True, exist_ok=True)
-    parts = {"train": data["data"][:n_train], "eval": data["data"][n_train:n_train + n_eval]}
+    train = json.loads(json.dumps(data["data"][:n_train]))
+    for article in train:  # dev questions carry up to 5 answers; training takes the first
+        for paragraph in article["paragraphs"]:
+            for qa in paragraph["qas"]:
+                qa["answers"] = qa["answers"][:1]
+    parts = {"train": train, "eval": data["data"][n_train:n_train + n_eval]}
     paths = []
     for name, articles in parts.items():
         path = out / f"{name}.json"
