@@ -69,7 +69,9 @@ def test_matches_recomputation(tmp_path, original_fixtures):
             got = np.array([f["layers"][j]["values"] for f in record["features"]])
             assert all(f["layers"][j]["index"] == layer for f in record["features"])
             want = np.asarray(out["encoder_outputs"][layer])[0, :n]
-            np.testing.assert_allclose(got, want, atol=2e-6, rtol=0)
+            # 6-decimal rounding (5e-7) + float32 rounding of the fused oneDNN kernels, which
+            # differs with the batch composition (a few ulps of values around 2)
+            np.testing.assert_allclose(got, want, atol=5e-6, rtol=0)
             # values are rounded to 6 decimals as the original writes them
             assert np.all(np.abs(got * 1e6 - np.round(got * 1e6)) < 1e-3)
 
