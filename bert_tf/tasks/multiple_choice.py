@@ -373,17 +373,8 @@ def run_swag(opts: SwagRunOptions) -> dict:
                        {"first_loss": result["train"]["first_loss"],
                         "loss": result["train"]["loss"], "global_step": global_step})
     else:
-        latest = finetuning.latest_checkpoint(opts.output_dir)
-        if latest:
-            logging.info("Using the latest checkpoint in --output_dir: %s", latest)
-            finetuning.init_model(model, None)
-            finetuning.load_checkpoint(model, latest, heads="required")
-            global_step = _global_step_of(latest)
-        else:
-            if not opts.init_checkpoint:
-                logging.warning("no --init_checkpoint and no checkpoint in --output_dir: "
-                                "predicting with randomly initialised weights")
-            finetuning.init_model(model, opts.init_checkpoint)
+        global_step = finetuning.restore_for_prediction(model, opts.output_dir,
+                                                        opts.init_checkpoint)
 
     for prefix, examples, batch_size in (("eval", eval_examples, opts.eval_batch_size),
                                          ("test", predict_examples, opts.predict_batch_size)):
@@ -411,12 +402,3 @@ def run_swag(opts: SwagRunOptions) -> dict:
             logging.info("  %s = %s", key, metrics[key])
         result[prefix] = metrics
     return result
-
-
-def _global_step_of(checkpoint: str) -> int | None:
-    import tensorflow as tf
-
-    try:
-        return int(tf.train.load_checkpoint(checkpoint).get_tensor("global_step"))
-    except (tf.errors.OpError, ValueError, KeyError):
-        return None

@@ -732,17 +732,8 @@ def run_ner(opts: NerRunOptions) -> dict:
                        {"first_loss": result["train"]["first_loss"],
                         "loss": result["train"]["loss"], "global_step": global_step})
     else:
-        latest = finetuning.latest_checkpoint(opts.output_dir)
-        if latest:
-            logging.info("Evaluating the latest checkpoint in --output_dir: %s", latest)
-            finetuning.init_model(model, None)
-            finetuning.load_checkpoint(model, latest, heads="required")
-            global_step = _global_step_of(latest)
-        else:
-            if not opts.init_checkpoint:
-                logging.warning("no --init_checkpoint and no checkpoint in --output_dir: "
-                                "predicting with randomly initialised weights")
-            finetuning.init_model(model, opts.init_checkpoint)
+        global_step = finetuning.restore_for_prediction(model, opts.output_dir,
+                                                        opts.init_checkpoint)
 
     if opts.do_eval:
         result["eval"] = _predict_and_write(model, eval_sentences, tokenizer, label_list, opts,
@@ -751,14 +742,3 @@ def run_ner(opts: NerRunOptions) -> dict:
         result["test"] = _predict_and_write(model, predict_sentences, tokenizer, label_list,
                                             opts, opts.predict_batch_size, "test", global_step)
     return result
-
-
-def _global_step_of(checkpoint: str) -> int | None:
-    """The `global_step` stored in a checkpoint, or None."""
-    import tensorflow as tf
-
-    try:
-        return int(tf.train.load_checkpoint(checkpoint).get_tensor("global_step"))
-    except (tf.errors.OpError, ValueError, KeyError):
-        return None
-

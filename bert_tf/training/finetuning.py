@@ -466,3 +466,23 @@ def predict_arrays(model: keras.Model, arrays: Mapping[str, np.ndarray], batch_s
             logging.info("Processing example: %d", start + size)
     return {k: np.concatenate(parts[k], axis=0) if parts[k] else np.zeros((0,), np.float32)
             for k in output_keys}
+
+
+def restore_for_prediction(model, output_dir: str, init_checkpoint: str | None) -> int | None:
+    """Weights for a run without training, as the original's Estimator picks them: the latest
+    checkpoint in `output_dir` (head included), else `init_checkpoint` (else random weights, with
+    a warning). Returns the restored checkpoint's `global_step`, or None."""
+    latest = latest_checkpoint(output_dir)
+    if latest:
+        logging.info("Using the latest checkpoint in --output_dir: %s", latest)
+        init_model(model, None)
+        load_checkpoint(model, latest, heads="required")
+        try:
+            return int(tf.train.load_checkpoint(latest).get_tensor("global_step"))
+        except (tf.errors.OpError, ValueError, KeyError):
+            return None
+    if not init_checkpoint:
+        logging.warning("no --init_checkpoint and no checkpoint in --output_dir: "
+                        "predicting with randomly initialised weights")
+    init_model(model, init_checkpoint)
+    return None
