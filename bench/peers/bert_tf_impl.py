@@ -6,7 +6,10 @@ Implements the harness's adapter interface (see its README.md):
 Encoder:    bert_tf.modeling.BertEncoder (Keras 3 layers whose call is plain TF ops).
 Pretrainer: bert_tf.modeling.BertPretrainer = encoder + MaskedLMHead (transform dense + gelu +
             LayerNorm, output weights tied to the word embeddings, own output bias) +
-            NextSentenceHead (on the tanh pooler), as the original run_pretraining.py builds them.
+            NextSentenceHead (on the tanh pooler), as the original run_pretraining.py builds them;
+            with `last_layer_at_predictions_only=True` as bert_tf's trainer defaults (the last
+            block only at [CLS] + masked positions, the same logits;
+            BERT_TF_BENCH_LAST_LAYER=full for every position).
 Keras:      Keras 3 (TensorFlow backend).
 
 The harness owns graph mode: it wraps `Encoder.__call__` in tf.function(jit_compile=--jit) for
@@ -78,6 +81,12 @@ def _adam(lr):
     return FusedAdam(learning_rate=lr)
 
 
+def _last_layer_at_predictions_only():
+    """As bert_tf's trainer and tools/run_pretraining.py default: the last block only at [CLS] +
+    the masked positions (same logits). BERT_TF_BENCH_LAST_LAYER=full computes every position."""
+    return os.environ.get("BERT_TF_BENCH_LAST_LAYER", "pruned") != "full"
+
+
 def _encoder_inputs(batch):
     return {
         "input_word_ids": batch["token_ids"],
@@ -92,7 +101,8 @@ class Pretrainer:
     has_nsp = True
 
     def __init__(self, cfg):
-        self.model = BertPretrainer(_config(cfg))
+        self.model = BertPretrainer(
+            _config(cfg), last_layer_at_predictions_only=_last_layer_at_predictions_only())
 
     @staticmethod
     def _inputs(batch):
@@ -135,7 +145,8 @@ def native_train_step_factory(cfg, lr, jit):
     custom loop computed with bert_tf.modeling.losses (masked_lm_loss + next_sentence_loss)."""
     from bert_tf.modeling import masked_lm_loss, next_sentence_loss
 
-    model = BertPretrainer(_config(cfg)).build_from_config_shapes()
+    model = BertPretrainer(_config(cfg), last_layer_at_predictions_only=(
+        _last_layer_at_predictions_only())).build_from_config_shapes()
     optimizer = _adam(lr)
     optimizer.build(model.trainable_variables)
 

@@ -77,20 +77,52 @@ class BertSelfAttention(keras.layers.Layer):
         q, k, v = (tf.reshape(t, shape) for t in tf.split(qkv, 3, axis=0))
         return q, k, v
 
+    def _projected_heads_at(self, hidden_states: tf.Tensor, queries: tf.Tensor
+                            ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """Like `_projected_heads`, with queries only for the rows `queries` [B, Q, H] (already
+        gathered): returns q [B, N, Q, D] (scaled) and k, v [B, N, S, D] for every position."""
+        dtype = hidden_states.dtype
+        scale = 1.0 / math.sqrt(float(self.head_size))
+        kernel = tf.concat([tf.cast(self.key.kernel, dtype), tf.cast(self.value.kernel, dtype)],
+                           axis=1)
+        bias = tf.concat([tf.cast(self.key.bias, dtype), tf.cast(self.value.bias, dtype)], axis=0)
+        batch, seq = tf.shape(hidden_states)[0], tf.shape(hidden_states)[1]
+        width = tf.shape(hidden_states)[-1]
+        kv = tf.nn.bias_add(tf.matmul(tf.reshape(hidden_states, [-1, width]), kernel), bias)
+        kv = tf.transpose(tf.reshape(kv, [batch, seq, 2, self.num_heads, self.head_size]),
+                          [2, 0, 3, 1, 4])  # [2, B, N, S, D]
+        shape = tf.shape(kv)[1:]
+        k, v = (tf.reshape(t, shape) for t in tf.split(kv, 2, axis=0))
+        num_queries = tf.shape(queries)[1]
+        q = tf.nn.bias_add(tf.matmul(tf.reshape(queries, [-1, width]),
+                                     tf.cast(self.query.kernel, dtype) * tf.cast(scale, dtype)),
+                           tf.cast(self.query.bias, dtype) * tf.cast(scale, dtype))
+        q = tf.transpose(tf.reshape(q, [batch, num_queries, self.num_heads, self.head_size]),
+                         [0, 2, 1, 3])
+        return q, k, v
+
     def call(self, hidden_states: tf.Tensor, mask_adder: tf.Tensor, training: bool | None = None,
-             return_probs: bool = False):
-        """Attends every position to every unmasked position.
+             return_probs: bool = False, query_positions: tf.Tensor | None = None):
+        """Attends every position (or only `query_positions`) to every unmasked position.
 
         Args:
           hidden_states: float [batch, seq_len, H].
           mask_adder: [batch, 1, 1, seq_len] from `attention_mask_adder`.
           training: enables dropout on the attention probabilities.
           return_probs: also return the probabilities.
+          query_positions: optional int [batch, Q]: compute the output only for these positions
+            (keys and values still cover the whole sequence). Each output row equals the full
+            computation's row at that position.
 
         Returns:
-          context float [batch, seq_len, H]; with `return_probs`, also probs [batch, N, seq, seq].
+          context float [batch, seq_len or Q, H]; with `return_probs`, also probs
+          [batch, N, seq_len or Q, seq_len].
         """
-        q, k, v = self._projected_heads(hidden_states)
+        if query_positions is None:
+            q, k, v = self._projected_heads(hidden_states)
+        else:
+            queries = tf.gather(hidden_states, tf.cast(query_positions, tf.int32), batch_dims=1)
+            q, k, v = self._projected_heads_at(hidden_states, queries)
         scores = tf.matmul(q, k, transpose_b=True)  # [B, N, S, S], already scaled
         scores = scores + tf.cast(mask_adder, scores.dtype)
         probs = tf.nn.softmax(scores, axis=-1)

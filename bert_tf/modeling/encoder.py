@@ -45,6 +45,12 @@ class BertEncoder(keras.Model):
       `sequence_output` [batch, seq_len, H]: the last block's output;
       `pooled_output` [batch, H]: tanh(dense(sequence_output[:, 0])) — the [CLS] vector;
       `attention_probs` (only with `return_attention_probs=True`): list of L [batch, N, seq, seq].
+
+    With `output_positions` (int [batch, P]) the last block is computed only at [CLS] and those
+    positions (pretraining needs nothing else): the outputs are then `embedding_output`,
+    `encoder_outputs` (the first L-1 blocks), `pooled_output`, and `sequence_output_at_positions`
+    [batch, P, H], equal to gathering the full `sequence_output` at `output_positions` (up to
+    float rounding; dropout draws differ). The last block's cost falls by about 1 - (P+1)/seq.
     """
 
     def __init__(self, config: BertConfig, **kwargs):
@@ -66,27 +72,38 @@ class BertEncoder(keras.Model):
         self.built = True
 
     def call(self, inputs: Mapping[str, tf.Tensor], training: bool | None = None,
-             return_attention_probs: bool = False) -> dict:
+             return_attention_probs: bool = False,
+             output_positions: tf.Tensor | None = None) -> dict:
         inputs = canonical_inputs(inputs)
         embedding_output = self.embeddings(inputs["input_word_ids"], inputs["input_type_ids"],
                                            training=training)
         mask_adder = attention_mask_adder(inputs["input_mask"], embedding_output.dtype)
         hidden = embedding_output
         encoder_outputs, probs = [], []
-        for block in self.blocks:
+        last = len(self.blocks) - 1
+        for i, block in enumerate(self.blocks):
+            query_positions = None
+            if output_positions is not None and i == last:
+                # [CLS] (for the pooler) followed by the requested positions.
+                positions = tf.cast(output_positions, tf.int32)
+                query_positions = tf.concat([tf.zeros_like(positions[:, :1]), positions], axis=1)
             hidden = block(hidden, mask_adder, training=training,
-                           return_probs=return_attention_probs)
+                           return_probs=return_attention_probs, query_positions=query_positions)
             if return_attention_probs:
                 hidden, p = hidden
                 probs.append(p)
-            encoder_outputs.append(hidden)
+            if query_positions is None:
+                encoder_outputs.append(hidden)
         pooled_output = self.pooler(hidden[:, 0])
         outputs = {
             "embedding_output": embedding_output,
             "encoder_outputs": encoder_outputs,
-            "sequence_output": hidden,
             "pooled_output": pooled_output,
         }
+        if output_positions is None:
+            outputs["sequence_output"] = hidden
+        else:
+            outputs["sequence_output_at_positions"] = hidden[:, 1:]
         if return_attention_probs:
             outputs["attention_probs"] = probs
         return outputs

@@ -80,15 +80,22 @@ class MaskedLMHead(keras.layers.Layer):
                                            initializer="zeros")
         self.built = True
 
-    def transform(self, sequence_output: tf.Tensor, masked_lm_positions: tf.Tensor) -> tf.Tensor:
-        """[batch, seq, H], int [batch, P] -> transformed vectors [batch * P, H]."""
-        x = gather_indexes(sequence_output, masked_lm_positions)
+    def transform(self, sequence_output: tf.Tensor,
+                  masked_lm_positions: tf.Tensor | None) -> tf.Tensor:
+        """[batch, seq, H], int [batch, P] -> transformed vectors [batch * P, H]. With
+        `masked_lm_positions=None`, `sequence_output` is already gathered: [batch, P, H]."""
+        if masked_lm_positions is None:
+            x = tf.reshape(sequence_output, [-1, self.config.hidden_size])
+        else:
+            x = gather_indexes(sequence_output, masked_lm_positions)
         dense = self.transform_dense
         x = tf.nn.bias_add(tf.matmul(x, tf.cast(dense.kernel, x.dtype)), tf.cast(dense.bias, x.dtype))
         return self.transform_layer_norm(dense.activation(x))
 
-    def call(self, sequence_output: tf.Tensor, masked_lm_positions: tf.Tensor) -> tf.Tensor:
-        """Args: sequence_output [batch, seq, H]; masked_lm_positions int [batch, P].
+    def call(self, sequence_output: tf.Tensor,
+             masked_lm_positions: tf.Tensor | None) -> tf.Tensor:
+        """Args: sequence_output [batch, seq, H]; masked_lm_positions int [batch, P] (None when
+        `sequence_output` already holds just those positions, [batch, P, H]).
 
         Returns: logits [batch, P, vocab_size].
         """
@@ -98,7 +105,7 @@ class MaskedLMHead(keras.layers.Layer):
         # [batch * P, vocab], and the forward fuses with the MatMul.
         logits = tf.nn.bias_add(tf.matmul(x, table, transpose_b=True),
                                 tf.cast(self.output_bias, x.dtype))
-        batch = tf.shape(masked_lm_positions)[0]
+        batch = tf.shape(sequence_output)[0]
         return tf.reshape(logits, [batch, -1, self.config.vocab_size])
 
 

@@ -47,19 +47,26 @@ class BertTransformerBlock(keras.layers.Layer):
         self.built = True
 
     def call(self, hidden_states: tf.Tensor, mask_adder: tf.Tensor, training: bool | None = None,
-             return_probs: bool = False):
-        """Args: hidden_states float [batch, seq, H]; mask_adder [batch, 1, 1, seq].
+             return_probs: bool = False, query_positions: tf.Tensor | None = None):
+        """Args: hidden_states float [batch, seq, H]; mask_adder [batch, 1, 1, seq];
+        query_positions: optional int [batch, Q], compute the block's output only at these
+        positions (attention still reads every position; rows equal the full block's rows).
 
-        Returns: float [batch, seq, H] (and attention probs [batch, N, seq, seq] if `return_probs`).
+        Returns: float [batch, seq, H] ([batch, Q, H] with `query_positions`), and attention probs
+        [batch, N, seq or Q, seq] if `return_probs`.
 
         Works on [batch * seq, H] matrices inside, as the original does, with each dense layer
         written as MatMul → BiasAdd (→ GELU): the pattern TensorFlow's CPU graph optimizer fuses
         into one oneDNN kernel (a reshape between them, as Keras' 3-D `Dense` has, prevents it).
         """
-        shape = tf.shape(hidden_states)
-        flat_input = tf.reshape(hidden_states, [-1, self.hidden_size])
+        if query_positions is None:
+            residual = hidden_states
+        else:
+            residual = tf.gather(hidden_states, tf.cast(query_positions, tf.int32), batch_dims=1)
+        shape = tf.shape(residual)
+        flat_input = tf.reshape(residual, [-1, self.hidden_size])
         attended = self.attention(hidden_states, mask_adder, training=training,
-                                  return_probs=return_probs)
+                                  return_probs=return_probs, query_positions=query_positions)
         if return_probs:
             attended, probs = attended
         attended = tf.reshape(attended, [-1, self.hidden_size])

@@ -44,6 +44,7 @@ class PretrainingRun:
     master: str | None = None
     mixed_precision: str = "float32"
     jit_compile: bool = False
+    last_layer_at_predictions_only: bool = True
     optimizer: str = "adamw"
     export_dir: str | None = None
     seed: int = 12345
@@ -78,7 +79,8 @@ def run_pretraining(run: PretrainingRun) -> dict:
         save_checkpoints_steps=run.save_checkpoints_steps,
         iterations_per_loop=run.iterations_per_loop, max_eval_steps=run.max_eval_steps,
         keep_checkpoint_max=run.keep_checkpoint_max, optimizer=run.optimizer,
-        jit_compile=run.jit_compile, init_checkpoint=run.init_checkpoint)
+        jit_compile=run.jit_compile, init_checkpoint=run.init_checkpoint,
+        last_layer_at_predictions_only=run.last_layer_at_predictions_only)
     trainer = PretrainingTrainer(config, options, strategy)
     result: dict = {}
 

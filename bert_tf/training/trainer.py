@@ -45,6 +45,9 @@ class TrainerOptions:
     optimizer: str = "adamw"
     jit_compile: bool = False
     init_checkpoint: str | None = None
+    # Compute the last transformer block only at [CLS] and the masked positions (the rows the
+    # losses read; same losses up to float rounding). False = every position, as the original.
+    last_layer_at_predictions_only: bool = True
 
 
 def _local_loss_parts(outputs: dict, batch: dict) -> dict[str, tf.Tensor]:
@@ -80,7 +83,9 @@ class PretrainingTrainer:
         self.strategy = strategy or tf.distribute.get_strategy()
         self.per_replica_batch = check_global_batch(options.train_batch_size, self.strategy)
         with self.strategy.scope():
-            self.model = BertPretrainer(config).build_from_config_shapes()
+            self.model = BertPretrainer(
+                config, last_layer_at_predictions_only=options.last_layer_at_predictions_only
+            ).build_from_config_shapes()
             names = {v.path: n for n, v in variable_map(self.model).items()}
             self.optimizer = create_optimizer(options.learning_rate, options.num_train_steps,
                                               options.num_warmup_steps, options.optimizer,

@@ -99,3 +99,31 @@ def test_gelu_and_layer_norm(original_fixtures):
     ln = layer_norm("LayerNorm")
     out = ln(tf.constant(ref["layer_norm_input"]))
     np.testing.assert_allclose(out, ref["layer_norm_output_gamma1_beta0"], atol=1e-5, rtol=1e-6)
+
+
+def test_last_layer_at_predictions_only_gives_the_original_logits(reference, original_fixtures):
+    """The pruned last block (only [CLS] + masked positions) against the original's outputs."""
+    full_model, inputs, feeds, full, ref = reference
+    config = full_model.config
+    model = BertPretrainer(config, last_layer_at_predictions_only=True).build_from_config_shapes()
+    model.set_weights(full_model.get_weights())
+    out = model(feeds, training=False, return_attention_probs=True)
+    assert "sequence_output" not in out
+    assert len(out["encoder_outputs"]) == config.num_hidden_layers - 1
+    np.testing.assert_allclose(np.stack(out["encoder_outputs"]), ref["all_encoder_layers"][:-1],
+                               atol=HIDDEN_ATOL, rtol=0)
+    positions = np.asarray(inputs["masked_lm_positions"])
+    gathered = np.take_along_axis(ref["sequence_output"], positions[:, :, None], axis=1)
+    np.testing.assert_allclose(out["sequence_output_at_positions"], gathered, atol=HIDDEN_ATOL,
+                               rtol=0)
+    np.testing.assert_allclose(out["pooled_output"], ref["pooled_output"], atol=HIDDEN_ATOL, rtol=0)
+    # The last layer's attention rows: [CLS] then the masked positions.
+    rows = np.concatenate([np.zeros_like(positions[:, :1]), positions], axis=1)
+    want_probs = np.take_along_axis(ref["debug_attention_probs"][-1],
+                                    rows[:, None, :, None], axis=2)
+    np.testing.assert_allclose(out["attention_probs"][-1], want_probs, atol=HIDDEN_ATOL, rtol=0)
+    _, _, mlm_lp = masked_lm_loss(out["masked_lm_logits"], inputs["masked_lm_ids"],
+                                  inputs["masked_lm_weights"])
+    np.testing.assert_allclose(mlm_lp, ref["masked_lm_log_probs"], atol=LOGPROB_ATOL, rtol=0)
+    _, _, nsp_lp = next_sentence_loss(out["next_sentence_logits"], inputs["next_sentence_labels"])
+    np.testing.assert_allclose(nsp_lp, ref["next_sentence_log_probs"], atol=LOGPROB_ATOL, rtol=0)
