@@ -411,6 +411,8 @@ def main() -> None:
         "bert_tf_last_layer": (None if args.task != "pretrain" else "every position"
                                if os.environ.get("BERT_TF_BENCH_LAST_LAYER") == "full"
                                else "[CLS] + masked positions only"),
+        "bert_tf_training_gelu": (None if args.task != "pretrain" else "ops"
+                                  if os.environ.get("BERT_TF_BENCH_GELU") == "ops" else "xla"),
         "out": jsonl,
     }
     summary.update(summarize(records, peak, jits, impls,

@@ -9,7 +9,9 @@ Pretrainer: bert_tf.modeling.BertPretrainer = encoder + MaskedLMHead (transform 
             NextSentenceHead (on the tanh pooler), as the original run_pretraining.py builds them;
             with `last_layer_at_predictions_only=True` as bert_tf's trainer defaults (the last
             block only at [CLS] + masked positions, the same logits;
-            BERT_TF_BENCH_LAST_LAYER=full for every position).
+            BERT_TF_BENCH_LAST_LAYER=full for every position), and the FFN GELU in training as
+            XLA-compiled elementwise kernels (`xla_gelu_in_training=True`, the trainer's default;
+            BERT_TF_BENCH_GELU=ops for TensorFlow's op-by-op GELU).
 Keras:      Keras 3 (TensorFlow backend).
 
 The harness owns graph mode: it wraps `Encoder.__call__` in tf.function(jit_compile=--jit) for
@@ -87,6 +89,12 @@ def _last_layer_at_predictions_only():
     return os.environ.get("BERT_TF_BENCH_LAST_LAYER", "pruned") != "full"
 
 
+def _xla_gelu():
+    """As bert_tf's trainer defaults: the FFN's GELU (training only) as XLA-compiled elementwise
+    kernels. BERT_TF_BENCH_GELU=ops uses TensorFlow's op-by-op GELU."""
+    return os.environ.get("BERT_TF_BENCH_GELU", "xla") != "ops"
+
+
 def _encoder_inputs(batch):
     return {
         "input_word_ids": batch["token_ids"],
@@ -102,7 +110,8 @@ class Pretrainer:
 
     def __init__(self, cfg):
         self.model = BertPretrainer(
-            _config(cfg), last_layer_at_predictions_only=_last_layer_at_predictions_only())
+            _config(cfg), last_layer_at_predictions_only=_last_layer_at_predictions_only(),
+            xla_gelu_in_training=_xla_gelu())
 
     @staticmethod
     def _inputs(batch):
@@ -146,7 +155,8 @@ def native_train_step_factory(cfg, lr, jit):
     from bert_tf.modeling import masked_lm_loss, next_sentence_loss
 
     model = BertPretrainer(_config(cfg), last_layer_at_predictions_only=(
-        _last_layer_at_predictions_only())).build_from_config_shapes()
+        _last_layer_at_predictions_only()), xla_gelu_in_training=_xla_gelu()
+    ).build_from_config_shapes()
     optimizer = _adam(lr)
     optimizer.build(model.trainable_variables)
 

@@ -3,7 +3,7 @@
 Three tiers, as in TF Model Garden: layers (`embeddings`, `attention`, `transformer`) → the
 network (`encoder.BertEncoder`) → models (`models.*`: encoder + head).
 """
-from bert_tf.modeling.activations import gelu, gelu_exact, get_activation
+from bert_tf.modeling.activations import gelu, gelu_exact, gelu_xla, get_activation
 from bert_tf.modeling.attention import BertSelfAttention, attention_mask_adder
 from bert_tf.modeling.config import BertConfig, ConfigError
 from bert_tf.modeling.embeddings import BertEmbeddings
@@ -21,6 +21,6 @@ __all__ = [
     "BertPretrainer", "BertSelfAttention", "BertSpanLabeler", "BertTokenClassifier",
     "BertTransformerBlock", "ClassificationHead", "ConfigError", "MaskedLMHead",
     "MultipleChoiceHead", "NextSentenceHead", "SpanHead", "TokenClassificationHead",
-    "attention_mask_adder", "canonical_inputs", "gather_indexes", "gelu", "gelu_exact",
+    "attention_mask_adder", "canonical_inputs", "gather_indexes", "gelu", "gelu_exact", "gelu_xla",
     "get_activation", "masked_lm_loss", "next_sentence_loss",
 ]

@@ -51,14 +51,19 @@ class BertEncoder(keras.Model):
     `encoder_outputs` (the first L-1 blocks), `pooled_output`, and `sequence_output_at_positions`
     [batch, P, H], equal to gathering the full `sequence_output` at `output_positions` (up to
     float rounding; dropout draws differ). The last block's cost falls by about 1 - (P+1)/seq.
+
+    `xla_gelu_in_training=True`: with `training=True`, every block's FFN GELU runs as two
+    XLA-compiled elementwise kernels (`activations.gelu_xla`; same values up to rounding). Off by
+    default so that exported training functions hold no XLA; the pretraining trainer turns it on.
     """
 
-    def __init__(self, config: BertConfig, **kwargs):
+    def __init__(self, config: BertConfig, xla_gelu_in_training: bool = False, **kwargs):
         kwargs.setdefault("name", "bert")
         super().__init__(**kwargs)
         self.config = config
         self.embeddings = BertEmbeddings(config, name="embeddings")
-        self.blocks = [BertTransformerBlock(config, name=f"layer_{i}")
+        self.blocks = [BertTransformerBlock(config, xla_gelu_in_training=xla_gelu_in_training,
+                                            name=f"layer_{i}")
                        for i in range(config.num_hidden_layers)]
         self.pooler = keras.layers.Dense(config.hidden_size, activation="tanh",
                                          kernel_initializer=truncated_normal(config), name="pooler")

@@ -33,16 +33,18 @@ class BertPretrainer(keras.Model):
     logits up to float rounding (dropout draws differ) for about (1 - (P+1)/seq) of the last
     block's work, ~13% of a training step at L=4, seq 128, P=20. The encoder's outputs then
     hold `sequence_output_at_positions` [batch, P, H] instead of `sequence_output`. False (the
-    default) computes every position, as the original does.
+    default) computes every position, as the original does. `xla_gelu_in_training` is passed
+    to a new encoder (see `BertEncoder`).
     """
 
     def __init__(self, config: BertConfig, encoder: BertEncoder | None = None,
-                 last_layer_at_predictions_only: bool = False, **kwargs):
+                 last_layer_at_predictions_only: bool = False,
+                 xla_gelu_in_training: bool = False, **kwargs):
         kwargs.setdefault("name", "bert_pretrainer")
         super().__init__(**kwargs)
         self.config = config
         self.last_layer_at_predictions_only = last_layer_at_predictions_only
-        self.encoder = encoder or BertEncoder(config)
+        self.encoder = encoder or BertEncoder(config, xla_gelu_in_training=xla_gelu_in_training)
         self.masked_lm = MaskedLMHead(config, None)
         self.next_sentence = NextSentenceHead(config)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from bert_tf.modeling.activations import get_activation
+from bert_tf.modeling.activations import gelu, gelu_xla, get_activation
 from bert_tf.modeling.attention import BertSelfAttention
 from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling.dropout import BertDropout
@@ -17,11 +17,15 @@ class BertTransformerBlock(keras.layers.Layer):
     Variables (original names under `bert/encoder/layer_<i>/`): `attention/self/{query,key,value}`,
     `attention/output/dense`, `attention/output/LayerNorm`, `intermediate/dense` [H, I],
     `output/dense` [I, H], `output/LayerNorm`.
+
+    `xla_gelu_in_training=True` computes the FFN's GELU with `gelu_xla` when `training` is true
+    (same values up to float rounding, faster on CPU); inference always uses the plain op pattern.
     """
 
-    def __init__(self, config: BertConfig, **kwargs):
+    def __init__(self, config: BertConfig, xla_gelu_in_training: bool = False, **kwargs):
         super().__init__(**kwargs)
         init = truncated_normal(config)
+        self.xla_gelu_in_training = xla_gelu_in_training
         self.hidden_size = config.hidden_size
         self.attention = BertSelfAttention(config, name="self")
         self.attention_output = keras.layers.Dense(config.hidden_size, kernel_initializer=init,
@@ -73,7 +77,10 @@ class BertTransformerBlock(keras.layers.Layer):
         attention_output = self.attention_dropout(dense_2d(attended, self.attention_output),
                                                   training=training)
         attention_output = self.attention_layer_norm(attention_output + flat_input)
-        intermediate = self.intermediate.activation(dense_2d(attention_output, self.intermediate))
+        activation = self.intermediate.activation
+        if training and self.xla_gelu_in_training and activation is gelu:
+            activation = gelu_xla
+        intermediate = activation(dense_2d(attention_output, self.intermediate))
         layer_output = self.output_dropout(dense_2d(intermediate, self.output_dense),
                                            training=training)
         layer_output = self.output_layer_norm(layer_output + attention_output)

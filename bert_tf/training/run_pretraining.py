@@ -45,6 +45,7 @@ class PretrainingRun:
     mixed_precision: str = "float32"
     jit_compile: bool = False
     last_layer_at_predictions_only: bool = True
+    xla_gelu: bool = True
     optimizer: str = "adamw"
     export_dir: str | None = None
     seed: int = 12345
@@ -80,7 +81,8 @@ def run_pretraining(run: PretrainingRun) -> dict:
         iterations_per_loop=run.iterations_per_loop, max_eval_steps=run.max_eval_steps,
         keep_checkpoint_max=run.keep_checkpoint_max, optimizer=run.optimizer,
         jit_compile=run.jit_compile, init_checkpoint=run.init_checkpoint,
-        last_layer_at_predictions_only=run.last_layer_at_predictions_only)
+        last_layer_at_predictions_only=run.last_layer_at_predictions_only,
+        xla_gelu=run.xla_gelu)
     trainer = PretrainingTrainer(config, options, strategy)
     result: dict = {}
 

@@ -48,6 +48,9 @@ class TrainerOptions:
     # Compute the last transformer block only at [CLS] and the masked positions (the rows the
     # losses read; same losses up to float rounding). False = every position, as the original.
     last_layer_at_predictions_only: bool = True
+    # The FFN's GELU as two XLA-compiled elementwise kernels while training (same values up to
+    # float rounding, ~5% faster steps on CPU). False = TensorFlow's op-by-op GELU.
+    xla_gelu: bool = True
 
 
 def _local_loss_parts(outputs: dict, batch: dict) -> dict[str, tf.Tensor]:
@@ -84,8 +87,8 @@ class PretrainingTrainer:
         self.per_replica_batch = check_global_batch(options.train_batch_size, self.strategy)
         with self.strategy.scope():
             self.model = BertPretrainer(
-                config, last_layer_at_predictions_only=options.last_layer_at_predictions_only
-            ).build_from_config_shapes()
+                config, last_layer_at_predictions_only=options.last_layer_at_predictions_only,
+                xla_gelu_in_training=options.xla_gelu).build_from_config_shapes()
             names = {v.path: n for n, v in variable_map(self.model).items()}
             self.optimizer = create_optimizer(options.learning_rate, options.num_train_steps,
                                               options.num_warmup_steps, options.optimizer,

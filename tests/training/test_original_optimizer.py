@@ -18,15 +18,16 @@ def test_schedule_matches_formula():
                                atol=1e-12, rtol=1e-6)
 
 
-@pytest.fixture(scope="module", params=[(True, False), (False, False), (True, True)],
-                ids=["fused", "op_by_op", "fused_last_layer_at_predictions_only"])
+@pytest.fixture(scope="module", params=[(True, False, False), (False, False, False),
+                                        (True, True, True)],
+                ids=["fused", "op_by_op", "fused_last_layer_at_predictions_only_xla_gelu"])
 def five_steps(original_fixtures, request):
-    fused, last_layer_at_predictions_only = request.param
+    fused, last_layer_at_predictions_only, xla_gelu = request.param
     opt_dir = original_fixtures / "optimizer"
     log = json.loads((opt_dir / "training_log.json").read_text())
     config = BertConfig.from_json_file(opt_dir / "bert_config_no_dropout.json")
-    model = BertPretrainer(config, last_layer_at_predictions_only=last_layer_at_predictions_only
-                           ).build_from_config_shapes()
+    model = BertPretrainer(config, last_layer_at_predictions_only=last_layer_at_predictions_only,
+                           xla_gelu_in_training=xla_gelu).build_from_config_shapes()
     load_original_checkpoint(model, original_fixtures / "checkpoint" / "bert_model.ckpt",
                              heads="required")
     names = {v.path: n for n, v in variable_map(model).items()}
