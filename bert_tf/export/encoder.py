@@ -27,6 +27,12 @@ def encoder_savedmodel_root(encoder: BertEncoder) -> tf.train.Checkpoint:
     a float32 signature of its own); its variables are tracked directly."""
     spec = {k: tf.TensorSpec([None, None], tf.int32, name=k)
             for k in ("input_word_ids", "input_mask", "input_type_ids")}
+    if any(getattr(block, "xla_gelu_in_training", False) for block in encoder.blocks):
+        # Exports hold no XLA-compiled function: trace the training path of a copy that uses the
+        # plain GELU op pattern (same values up to rounding; same variable order and values).
+        plain = BertEncoder(encoder.config, name=encoder.name).build_from_config_shapes()
+        plain.set_weights(encoder.get_weights())
+        encoder = plain
 
     def call(inputs, training=False):
         out = encoder(inputs, training=training)

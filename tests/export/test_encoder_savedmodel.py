@@ -104,3 +104,24 @@ def test_fine_tuning_the_savedmodel_equals_fine_tuning_the_checkpoint(fixture_mo
     pooled_sm = layer(x)["pooled_output"]
     pooled_ckpt = from_checkpoint.encoder(x)["pooled_output"]
     np.testing.assert_allclose(pooled_sm, pooled_ckpt, rtol=0, atol=1e-5)
+
+
+def test_export_of_a_pretraining_encoder_holds_no_xla(fixture_model, tmp_path):
+    """The pretraining trainer's encoder computes its training GELU with XLA; its export (e.g.
+    run_pretraining --export_dir) must still be XLA-free and give the same outputs."""
+    from bert_tf.export.serving_compat import check_serving_compatibility
+
+    config = BertConfig.from_json_file(fixture_model["bert_config_file"])
+    encoder = BertEncoder(config, xla_gelu_in_training=True).build_from_config_shapes()
+    load_original_checkpoint(encoder, fixture_model["init_checkpoint"])
+    export_dir = export_encoder_savedmodel(encoder, str(tmp_path / "encoder"))
+    report = check_serving_compatibility(export_dir)
+    assert not [p for p in report.problems if "XLA" in p], report.problems
+    obj = tf.saved_model.load(export_dir)
+    inputs = {k: tf.constant(v) for k, v in _inputs().items()}
+    np.testing.assert_allclose(obj(inputs, training=False)["sequence_output"],
+                               encoder(inputs, training=False)["sequence_output"], atol=1e-5)
+    # The saved variables are the encoder's values, in the order fine-tuning init relies on.
+    assert [tuple(v.shape) for v in obj.variables if v.dtype != tf.string] == \
+        [tuple(v.shape) for v in encoder.variables]
+    np.testing.assert_array_equal(obj.variables[0].numpy(), encoder.variables[0].numpy())
