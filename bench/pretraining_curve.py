@@ -2,7 +2,7 @@
 WordPiece vocab -> pretraining TFRecords -> tiny BERT trained a few hundred steps, evaluated on
 held-out documents every `--eval_every` steps. Prints one JSON object with the curve.
 
-  python bench/pretraining_curve.py --num_docs=3000 --num_train_steps=400
+  python bench/pretraining_curve.py --num_docs=30000 --num_train_steps=20000 --eval_every=2000
 """
 import gzip
 import json
