@@ -52,77 +52,54 @@ class BertSelfAttention(keras.layers.Layer):
             dense.build(input_shape)
         self.built = True
 
-    def _projected_heads(self, hidden_states: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        """Query (already scaled by 1/√head_size), key and value, each [B, N, S, D].
+    def _heads(self, x: tf.Tensor, denses: tuple[keras.layers.Dense, ...],
+               scale_first: bool) -> tuple[tf.Tensor, ...]:
+        """x [B, S, H] through the kernels of `denses` side by side (one matmul [H, k·H]), split
+        into k tensors [B, N, S, D]; with `scale_first` the first one is scaled by 1/√D.
 
-        One matmul with the three kernels side by side ([H, 3H]) instead of three [H, H] ones:
-        the same dot products, a larger (faster) matmul, and one input-gradient matmul in the
-        backward pass instead of three summed. The 1/√D score scale is folded into the query
-        kernel and bias (exact when D is a power of 4, e.g. 64; otherwise a rounding-level
-        difference from scaling the scores).
+        One matmul instead of k: the same dot products, a larger (faster) matmul, and one
+        input-gradient matmul in the backward pass instead of k summed. The 1/√D score scale is
+        folded into the query kernel and bias (exact when D is a power of 4, e.g. 64; otherwise a
+        rounding-level difference from scaling the scores).
         """
-        dtype = hidden_states.dtype
-        scale = 1.0 / math.sqrt(float(self.head_size))
-        kernel = tf.concat([tf.cast(self.query.kernel, dtype) * tf.cast(scale, dtype),
-                            tf.cast(self.key.kernel, dtype), tf.cast(self.value.kernel, dtype)],
-                           axis=1)
-        bias = tf.concat([tf.cast(self.query.bias, dtype) * tf.cast(scale, dtype),
-                          tf.cast(self.key.bias, dtype), tf.cast(self.value.bias, dtype)], axis=0)
-        batch, seq = tf.shape(hidden_states)[0], tf.shape(hidden_states)[1]
-        flat = tf.reshape(hidden_states, [-1, tf.shape(hidden_states)[-1]])
-        qkv = tf.nn.bias_add(tf.matmul(flat, kernel), bias)  # [B*S, 3H]
-        qkv = tf.reshape(qkv, [batch, seq, 3, self.num_heads, self.head_size])
-        qkv = tf.transpose(qkv, [2, 0, 3, 1, 4])  # [3, B, N, S, D]
-        shape = tf.shape(qkv)[1:]
-        q, k, v = (tf.reshape(t, shape) for t in tf.split(qkv, 3, axis=0))
-        return q, k, v
-
-    def _projected_heads_at(self, hidden_states: tf.Tensor, queries: tf.Tensor
-                            ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        """Like `_projected_heads`, with queries only for the rows `queries` [B, Q, H] (already
-        gathered): returns q [B, N, Q, D] (scaled) and k, v [B, N, S, D] for every position."""
-        dtype = hidden_states.dtype
-        scale = 1.0 / math.sqrt(float(self.head_size))
-        kernel = tf.concat([tf.cast(self.key.kernel, dtype), tf.cast(self.value.kernel, dtype)],
-                           axis=1)
-        bias = tf.concat([tf.cast(self.key.bias, dtype), tf.cast(self.value.bias, dtype)], axis=0)
-        batch, seq = tf.shape(hidden_states)[0], tf.shape(hidden_states)[1]
-        width = tf.shape(hidden_states)[-1]
-        kv = tf.nn.bias_add(tf.matmul(tf.reshape(hidden_states, [-1, width]), kernel), bias)
-        kv = tf.transpose(tf.reshape(kv, [batch, seq, 2, self.num_heads, self.head_size]),
-                          [2, 0, 3, 1, 4])  # [2, B, N, S, D]
-        shape = tf.shape(kv)[1:]
-        k, v = (tf.reshape(t, shape) for t in tf.split(kv, 2, axis=0))
-        num_queries = tf.shape(queries)[1]
-        q = tf.nn.bias_add(tf.matmul(tf.reshape(queries, [-1, width]),
-                                     tf.cast(self.query.kernel, dtype) * tf.cast(scale, dtype)),
-                           tf.cast(self.query.bias, dtype) * tf.cast(scale, dtype))
-        q = tf.transpose(tf.reshape(q, [batch, num_queries, self.num_heads, self.head_size]),
-                         [0, 2, 1, 3])
-        return q, k, v
+        dtype = x.dtype
+        kernels = [tf.cast(d.kernel, dtype) for d in denses]
+        biases = [tf.cast(d.bias, dtype) for d in denses]
+        if scale_first:
+            scale = tf.cast(1.0 / math.sqrt(float(self.head_size)), dtype)
+            kernels[0], biases[0] = kernels[0] * scale, biases[0] * scale
+        kernel = kernels[0] if len(denses) == 1 else tf.concat(kernels, axis=1)
+        bias = biases[0] if len(denses) == 1 else tf.concat(biases, axis=0)
+        batch, seq = tf.shape(x)[0], tf.shape(x)[1]
+        flat = tf.reshape(x, [-1, tf.shape(x)[-1]])
+        out = tf.nn.bias_add(tf.matmul(flat, kernel), bias)  # [B*S, k*H]
+        out = tf.reshape(out, [batch, seq, len(denses), self.num_heads, self.head_size])
+        out = tf.transpose(out, [2, 0, 3, 1, 4])  # [k, B, N, S, D]
+        shape = tf.shape(out)[1:]
+        return tuple(tf.reshape(t, shape) for t in tf.split(out, len(denses), axis=0))
 
     def call(self, hidden_states: tf.Tensor, mask_adder: tf.Tensor, training: bool | None = None,
-             return_probs: bool = False, query_positions: tf.Tensor | None = None):
-        """Attends every position (or only `query_positions`) to every unmasked position.
+             return_probs: bool = False, queries: tf.Tensor | None = None):
+        """Attends every position (or only the rows `queries`) to every unmasked position.
 
         Args:
           hidden_states: float [batch, seq_len, H].
           mask_adder: [batch, 1, 1, seq_len] from `attention_mask_adder`.
           training: enables dropout on the attention probabilities.
           return_probs: also return the probabilities.
-          query_positions: optional int [batch, Q]: compute the output only for these positions
-            (keys and values still cover the whole sequence). Each output row equals the full
-            computation's row at that position.
+          queries: optional float [batch, Q, H], rows of `hidden_states` (e.g. gathered at some
+            positions): compute the output only for them (keys and values still cover the whole
+            sequence). Each output row equals the full computation's row at that position.
 
         Returns:
           context float [batch, seq_len or Q, H]; with `return_probs`, also probs
           [batch, N, seq_len or Q, seq_len].
         """
-        if query_positions is None:
-            q, k, v = self._projected_heads(hidden_states)
+        if queries is None:
+            q, k, v = self._heads(hidden_states, (self.query, self.key, self.value), True)
         else:
-            queries = tf.gather(hidden_states, tf.cast(query_positions, tf.int32), batch_dims=1)
-            q, k, v = self._projected_heads_at(hidden_states, queries)
+            k, v = self._heads(hidden_states, (self.key, self.value), False)
+            (q,) = self._heads(queries, (self.query,), True)
         scores = tf.matmul(q, k, transpose_b=True)  # [B, N, S, S], already scaled
         scores = scores + tf.cast(mask_adder, scores.dtype)
         probs = tf.nn.softmax(scores, axis=-1)

@@ -70,7 +70,8 @@ class BertTransformerBlock(keras.layers.Layer):
         shape = tf.shape(residual)
         flat_input = tf.reshape(residual, [-1, self.hidden_size])
         attended = self.attention(hidden_states, mask_adder, training=training,
-                                  return_probs=return_probs, query_positions=query_positions)
+                                  return_probs=return_probs,
+                                  queries=None if query_positions is None else residual)
         if return_probs:
             attended, probs = attended
         attended = tf.reshape(attended, [-1, self.hidden_size])

@@ -240,4 +240,3 @@ def test_grpc_round_trip_against_a_prediction_service_running_an_export(exports)
                          signature_name="serving_ids")
     finally:
         server.stop(None)
-
