@@ -39,7 +39,7 @@ _RUNNER = r"""
 import json, resource, sys, time
 from absl import logging
 logging.set_verbosity(logging.WARNING)
-from bert_tf.pretraining import PretrainingDataOptions, create_pretraining_data, \
+from bert_tf.pretraining_data import PretrainingDataOptions, create_pretraining_data, \
     create_pretraining_data_sharded, load_tokenizer
 mode, corpus, out, vocab, workers = sys.argv[1:6]
 options = PretrainingDataOptions(max_seq_length=128, dupe_factor=5)

@@ -14,11 +14,11 @@ import keras
 from absl import app, flags
 
 from bert_tf.modeling import BertConfig
-from bert_tf.pretraining.faithful import create_pretraining_data
-from bert_tf.pretraining.options import PretrainingDataOptions
+from bert_tf.pretraining_data.faithful import create_pretraining_data
+from bert_tf.pretraining_data.options import PretrainingDataOptions
 from bert_tf.tokenization import FullTokenizer, build_wordpiece_vocab
-from bert_tf.data import pretraining_dataset
-from bert_tf.training.trainer import PretrainingTrainer, TrainerOptions
+from bert_tf.pretraining_data.tfrecord_reader import pretraining_dataset
+from bert_tf.training.pretraining_loop import PretrainingTrainer, TrainerOptions
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("corpus", os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data",

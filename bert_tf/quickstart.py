@@ -16,7 +16,7 @@ from bert_tf.checkpoints import save_original_checkpoint
 from bert_tf.io_utils import atomic_write_text
 from bert_tf.modeling import BertConfig
 from bert_tf.pretrained import load_bert
-from bert_tf.pretraining import PretrainingDataOptions, create_pretraining_data
+from bert_tf.pretraining_data import PretrainingDataOptions, create_pretraining_data
 from bert_tf.tokenization import FullTokenizer
 
 MARKER = ".bert_tf_quickstart"
@@ -121,8 +121,8 @@ def _pretrain(config: BertConfig, data_file: str, output_dir: str,
               data_options: PretrainingDataOptions, steps: int, seed: int) -> dict:
     """A few steps of MLM + NSP pretraining with the original optimizer; evaluates on the same
     file (this is a smoke run, not a benchmark). Returns losses, eval metrics and the model."""
-    from bert_tf.data import pretraining_dataset
-    from bert_tf.training.trainer import PretrainingTrainer, TrainerOptions
+    from bert_tf.pretraining_data.tfrecord_reader import pretraining_dataset
+    from bert_tf.training.pretraining_loop import PretrainingTrainer, TrainerOptions
 
     if os.path.isdir(output_dir):  # a re-run starts over instead of resuming a finished run
         import shutil

@@ -7,6 +7,7 @@ every weight of a model, so loading and saving are plain name lookups, in both d
 """
 from __future__ import annotations
 
+from bert_tf.errors import UserInputError
 import contextlib
 import os
 import shutil
@@ -22,7 +23,7 @@ from bert_tf.modeling.models import (BertClassifier, BertMultipleChoice, BertPre
                                      BertSpanLabeler, BertTokenClassifier)
 
 
-class CheckpointError(ValueError):
+class CheckpointError(UserInputError):
     """A checkpoint that does not fit the model: missing variable, wrong shape, unreadable file."""
 
 

@@ -24,6 +24,7 @@ FB1 their harmonic mean, each 0.0 when undefined; accuracy counts tokens whose f
 """
 from __future__ import annotations
 
+from bert_tf.errors import UserInputError
 import dataclasses
 import os
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
@@ -32,7 +33,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 _BOUNDARY = "-X-"
 
 
-class ConllFileError(ValueError):
+class ConllFileError(UserInputError):
     """A conlleval input file that cannot be read (the message names file and line)."""
 
 

@@ -42,6 +42,7 @@ Decisions where the official v2.0 script has no defined output
 """
 from __future__ import annotations
 
+from bert_tf.errors import UserInputError
 import collections
 import json
 import os
@@ -59,7 +60,7 @@ _DROP_PUNCTUATION = str.maketrans("", "", string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 
 
-class SquadFileError(ValueError):
+class SquadFileError(UserInputError):
     """A SQuAD data, prediction or no-answer-probability file that cannot be used."""
 
 

@@ -1,6 +1,7 @@
 """`BertConfig`: the model hyper-parameters, read from and written to the original `bert_config.json`."""
 from __future__ import annotations
 
+from bert_tf.errors import UserInputError
 import copy
 import dataclasses
 import json
@@ -14,7 +15,7 @@ from bert_tf.io_utils import atomic_write_text
 SUPPORTED_ACTIVATIONS = ("gelu", "gelu_exact", "relu", "tanh", "linear", "swish", "silu")
 
 
-class ConfigError(ValueError):
+class ConfigError(UserInputError):
     """A `bert_config.json` (or a dict) that does not describe a valid BERT model."""
 
 

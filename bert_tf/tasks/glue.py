@@ -15,6 +15,7 @@ Malformed input raises `GlueDataError` naming the file, the line and what was ex
 """
 from __future__ import annotations
 
+from bert_tf.errors import UserInputError
 import csv
 import dataclasses
 import gzip
@@ -29,7 +30,7 @@ from bert_tf.tasks.packing import pack_tokens
 from bert_tf.tokenization import printable_text
 
 
-class GlueDataError(ValueError):
+class GlueDataError(UserInputError):
     """A task file that cannot be used (the message names the file and line)."""
 
 

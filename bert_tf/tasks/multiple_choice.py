@@ -23,6 +23,7 @@ question. Columns are found by name, so the unnamed index column may be absent.
 """
 from __future__ import annotations
 
+from bert_tf.errors import UserInputError
 import csv
 import dataclasses
 import os
@@ -38,7 +39,7 @@ NUM_CHOICES = 4
 REQUIRED_COLUMNS = ("sent1", "sent2", *(f"ending{i}" for i in range(NUM_CHOICES)))
 
 
-class SwagDataError(ValueError):
+class SwagDataError(UserInputError):
     """A SWAG file or row that cannot be used (the message names the file and line)."""
 
 

@@ -31,6 +31,7 @@ document context the data provide):
 """
 from __future__ import annotations
 
+from bert_tf.errors import UserInputError
 import dataclasses
 import os
 import random
@@ -50,7 +51,7 @@ DOCSTART = "-DOCSTART-"
 LABEL_LIST_FILE = "label_list.txt"
 
 
-class NerDataError(ValueError):
+class NerDataError(UserInputError):
     """A CoNLL file, sentence or label that cannot be used (the message names file and line)."""
 
 

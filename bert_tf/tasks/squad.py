@@ -24,6 +24,7 @@ Behaviour kept from the original (and where this code differs):
 """
 from __future__ import annotations
 
+from bert_tf.errors import UserInputError
 import dataclasses
 import json
 import os
@@ -37,7 +38,7 @@ from bert_tf.tokenization import printable_text
 FIRST_UNIQUE_ID = 1000000000  # the original's first feature id
 
 
-class SquadDataError(ValueError):
+class SquadDataError(UserInputError):
     """A SQuAD file or question that cannot be used (the message names the file and question)."""
 
 

@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.modeling import BertConfig
-from bert_tf.training.trainer import PretrainingTrainer, TrainerOptions
+from bert_tf.training.pretraining_loop import PretrainingTrainer, TrainerOptions
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

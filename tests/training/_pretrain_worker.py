@@ -22,7 +22,7 @@ else:
 
 from bert_tf.modeling import BertConfig  # noqa: E402
 from bert_tf.training.distribution import create_strategy  # noqa: E402
-from bert_tf.training.trainer import (PretrainingTrainer, TrainerOptions,  # noqa: E402
+from bert_tf.training.pretraining_loop import (PretrainingTrainer, TrainerOptions,  # noqa: E402
                                       set_mixed_precision)
 
 set_mixed_precision(os.environ.get("BERT_TF_POLICY", "float32"))

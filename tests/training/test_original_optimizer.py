@@ -8,7 +8,8 @@ import tensorflow as tf
 
 from bert_tf.checkpoints import load_original_checkpoint, variable_map
 from bert_tf.modeling import BertConfig, BertPretrainer
-from bert_tf.training import WarmupPolynomialDecay, create_optimizer, train_step
+from bert_tf.training import WarmupPolynomialDecay, create_optimizer
+from bert_tf.training.pretraining_loop import PretrainingTrainer, TrainerOptions
 
 
 def test_schedule_matches_formula():
@@ -21,22 +22,23 @@ def test_schedule_matches_formula():
 @pytest.fixture(scope="module", params=[(True, False, False), (False, False, False),
                                         (True, True, True)],
                 ids=["fused", "op_by_op", "fused_last_layer_at_predictions_only_xla_gelu"])
-def five_steps(original_fixtures, request):
+def five_steps(original_fixtures, request, tmp_path_factory):
+    """The shipped trainer's own step (PretrainingTrainer.train_step), 5 times on the batch."""
     fused, last_layer_at_predictions_only, xla_gelu = request.param
     opt_dir = original_fixtures / "optimizer"
     log = json.loads((opt_dir / "training_log.json").read_text())
     config = BertConfig.from_json_file(opt_dir / "bert_config_no_dropout.json")
-    model = BertPretrainer(config, last_layer_at_predictions_only=last_layer_at_predictions_only,
-                           xla_gelu_in_training=xla_gelu).build_from_config_shapes()
+    trainer = PretrainingTrainer(config, TrainerOptions(
+        output_dir=str(tmp_path_factory.mktemp("five_steps")), learning_rate=log["init_lr"],
+        num_train_steps=log["num_train_steps"], num_warmup_steps=log["num_warmup_steps"],
+        last_layer_at_predictions_only=last_layer_at_predictions_only, xla_gelu=xla_gelu))
+    model, optimizer = trainer.model, trainer.optimizer
     load_original_checkpoint(model, original_fixtures / "checkpoint" / "bert_model.ckpt",
                              heads="required")
-    names = {v.path: n for n, v in variable_map(model).items()}
-    optimizer = create_optimizer(log["init_lr"], log["num_train_steps"], log["num_warmup_steps"],
-                                 variable_names=names)
     optimizer.fused = fused
     batch = {k: tf.constant(v, tf.float32 if k == "masked_lm_weights" else tf.int32)
              for k, v in log["batch"].items()}
-    step = tf.function(lambda b: train_step(model, optimizer, b))
+    step = tf.function(trainer.train_step)
     results = [{k: float(v) for k, v in step(batch).items()} for _ in range(log["steps_run"])]
     return log, model, optimizer, results
 

@@ -18,8 +18,8 @@ import dataclasses
 import random
 from typing import Callable, Mapping, Sequence
 
-from bert_tf.pretraining.masking import VocabInfo, create_masked_lm_predictions
-from bert_tf.pretraining.options import PretrainingDataOptions
+from bert_tf.pretraining_data.masking import VocabInfo, create_masked_lm_predictions
+from bert_tf.pretraining_data.options import PretrainingDataOptions
 
 
 class TrainingInstance:

@@ -31,14 +31,14 @@ from typing import Iterator, Sequence
 
 from absl import logging
 
-from bert_tf.pretraining.faithful import load_tokenizer, log_summary
-from bert_tf.pretraining.inputs import IdTokenizer, LineSource, RawDocument, ReadStats, \
+from bert_tf.pretraining_data.faithful import load_tokenizer, log_summary
+from bert_tf.pretraining_data.text_reader import IdTokenizer, LineSource, RawDocument, ReadStats, \
     expand_input_patterns, iter_raw_documents, tokenize_documents
-from bert_tf.pretraining.instances import InstanceStats, create_training_instances
-from bert_tf.pretraining.masking import VocabInfo
-from bert_tf.pretraining.options import PretrainingDataError, PretrainingDataOptions
-from bert_tf.pretraining.rng import ScalableRandom, shard_seed
-from bert_tf.pretraining.writer import ExampleEncoder, TFRecordShardWriter, temporary_path
+from bert_tf.pretraining_data.instances import InstanceStats, create_training_instances
+from bert_tf.pretraining_data.masking import VocabInfo
+from bert_tf.pretraining_data.options import PretrainingDataError, PretrainingDataOptions
+from bert_tf.pretraining_data.rng import ScalableRandom, shard_seed
+from bert_tf.pretraining_data.writer import ExampleEncoder, TFRecordShardWriter, temporary_path
 
 FORMAT_VERSION = 1
 

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from bert_tf.pretraining import PretrainingDataOptions
+from bert_tf.pretraining_data import PretrainingDataOptions
 
 # The two fixture runs of the original create_pretraining_data.py (commands.txt).
 FIXTURE_RUNS = {

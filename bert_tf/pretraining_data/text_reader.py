@@ -16,7 +16,7 @@ import io
 import os
 from typing import BinaryIO, Callable, Iterator, Mapping, Sequence
 
-from bert_tf.pretraining.options import PretrainingDataError
+from bert_tf.pretraining_data.options import PretrainingDataError
 
 Sentence = list  # list[int]: WordPiece ids of one line
 Document = list  # list[Sentence]

@@ -7,17 +7,17 @@
   `create_instances_from_document`, `create_masked_lm_predictions`, `truncate_seq_pair`,
   `ExampleEncoder`, `TracingRandom` (records the RNG calls for comparison with the original).
 
-The reader for these files (the original `run_pretraining` input_fn) is `bert_tf.data`.
-Nothing here imports TensorFlow.
+The reader for these files (the original `run_pretraining` input_fn) is `bert_tf.pretraining_data.tfrecord_reader`.
+Nothing here imports TensorFlow except `tfrecord_reader.py` (not imported by this package).
 """
-from bert_tf.pretraining.faithful import create_pretraining_data, load_tokenizer
-from bert_tf.pretraining.instances import InstanceStats, TrainingInstance, \
+from bert_tf.pretraining_data.faithful import create_pretraining_data, load_tokenizer
+from bert_tf.pretraining_data.instances import InstanceStats, TrainingInstance, \
     create_instances_from_document, create_training_instances, truncate_seq_pair
-from bert_tf.pretraining.masking import VocabInfo, create_masked_lm_predictions
-from bert_tf.pretraining.options import PretrainingDataError, PretrainingDataOptions
-from bert_tf.pretraining.rng import ScalableRandom, TracingRandom, shard_seed
-from bert_tf.pretraining.scalable import create_pretraining_data_sharded
-from bert_tf.pretraining.writer import FEATURE_NAMES, ExampleEncoder, parse_example, \
+from bert_tf.pretraining_data.masking import VocabInfo, create_masked_lm_predictions
+from bert_tf.pretraining_data.options import PretrainingDataError, PretrainingDataOptions
+from bert_tf.pretraining_data.rng import ScalableRandom, TracingRandom, shard_seed
+from bert_tf.pretraining_data.scalable import create_pretraining_data_sharded
+from bert_tf.pretraining_data.writer import FEATURE_NAMES, ExampleEncoder, parse_example, \
     read_tfrecord
 
 __all__ = [

@@ -2,11 +2,12 @@
 validation, with errors that name the offending flag."""
 from __future__ import annotations
 
+from bert_tf.errors import UserInputError
 import dataclasses
 from typing import Mapping
 
 
-class PretrainingDataError(ValueError):
+class PretrainingDataError(UserInputError):
     """Bad input, vocab or settings for pretraining-data generation.
 
     The message always names what was wrong and where: a flag (`--max_predictions_per_seq`), a

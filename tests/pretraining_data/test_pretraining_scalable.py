@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from bert_tf.pretraining import PretrainingDataError, PretrainingDataOptions, ScalableRandom, \
+from bert_tf.pretraining_data import PretrainingDataError, PretrainingDataOptions, ScalableRandom, \
     create_pretraining_data, create_pretraining_data_sharded, parse_example, read_tfrecord, \
     shard_seed
 
@@ -74,7 +74,7 @@ def test_a_shard_is_the_faithful_algorithm_on_its_documents(one_worker, syntheti
 
 _CRASH_SCRIPT = textwrap.dedent("""
     import sys
-    from bert_tf.pretraining import PretrainingDataOptions, create_pretraining_data_sharded
+    from bert_tf.pretraining_data import PretrainingDataOptions, create_pretraining_data_sharded
     options = PretrainingDataOptions(max_seq_length=64, max_predictions_per_seq=10,
                                      dupe_factor=2, random_seed=99)
     create_pretraining_data_sharded(sys.argv[1], sys.argv[2], sys.argv[3], True, options,

@@ -17,7 +17,7 @@ _SITE_RE = re.compile(r"#\s*rng-site:\s*(\S+)")
 def _caller_site(depth: int) -> str:
     """Site label of the library line that called the RNG.
 
-    Every RNG call in `bert_tf.pretraining` sits on a line ending with `# rng-site: <label>`
+    Every RNG call in `bert_tf.pretraining_data` sits on a line ending with `# rng-site: <label>`
     (labels as in the fixture trace). Unlabelled callers get `function:line`.
     """
     frame = sys._getframe(depth)
@@ -81,7 +81,7 @@ def shard_seed(seed: int, shard_index: int) -> int:
     It depends on nothing else (not on the number of workers or the run), so a shard's content
     is the same whoever makes it.
     """
-    digest = hashlib.sha256(f"bert_tf.pretraining:{int(seed)}:{int(shard_index)}".encode()).digest()
+    digest = hashlib.sha256(f"bert_tf.pretraining_data:{int(seed)}:{int(shard_index)}".encode()).digest()
     return int.from_bytes(digest[:8], "little")
 
 

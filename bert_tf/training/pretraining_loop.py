@@ -178,6 +178,16 @@ class PretrainingTrainer:
         return {"loss": mlm + nsp, "masked_lm_loss": mlm, "next_sentence_loss": nsp,
                 "learning_rate": tf.cast(learning_rate, tf.float32), "grad_norm": norm}
 
+    def train_step(self, batch: dict) -> dict:
+        """One update on one global batch, outside the looped `train` (tests, notebooks).
+
+        Args:
+          batch: the pretraining features, each [global_batch, ...] (see `pretraining_dataset`).
+        Returns: per-replica results of the step: "loss", "masked_lm_loss", "next_sentence_loss"
+          (before the update), "learning_rate" and "grad_norm" (before clipping).
+        """
+        return self.strategy.run(self._replica_step, args=(batch,))
+
     def _make_train_loop(self):
         strategy = self.strategy
         step_fn = tf.function(self._replica_step, jit_compile=self.options.jit_compile) \
@@ -205,7 +215,7 @@ class PretrainingTrainer:
         Args:
           dataset_fn: input_context -> tf.data.Dataset of per-replica batches (dicts of features),
             repeated and deterministic for its seed (needed for exact resume); e.g. the
-            `bert_tf.data` pretraining input.
+            `bert_tf.pretraining_data.tfrecord_reader` pretraining input.
           stop_after_step: stop early at this global step (for tests and time-boxed jobs).
 
         Returns: per-step records {"step", "loss", "masked_lm_loss", "next_sentence_loss",

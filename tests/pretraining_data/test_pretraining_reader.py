@@ -1,14 +1,14 @@
-"""bert_tf.data: the original run_pretraining input_fn semantics over our TFRecords."""
+"""bert_tf.pretraining_data.tfrecord_reader: the original run_pretraining input_fn semantics over our TFRecords."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from bert_tf.pretraining import create_pretraining_data
+from bert_tf.pretraining_data import create_pretraining_data
 from conftest import FIXTURE_RUNS, read_jsonl
 
 tf = pytest.importorskip("tensorflow")
-from bert_tf import data as bert_data  # noqa: E402
+from bert_tf.pretraining_data import tfrecord_reader as bert_data  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -14,12 +14,12 @@ from typing import Mapping, Sequence
 
 from absl import logging
 
-from bert_tf.pretraining.inputs import IdTokenizer, ReadStats, expand_input_patterns, \
+from bert_tf.pretraining_data.text_reader import IdTokenizer, ReadStats, expand_input_patterns, \
     read_documents
-from bert_tf.pretraining.instances import InstanceStats, create_training_instances
-from bert_tf.pretraining.masking import VocabInfo
-from bert_tf.pretraining.options import PretrainingDataError, PretrainingDataOptions
-from bert_tf.pretraining.writer import FEATURE_NAMES, ExampleEncoder, RoundRobinWriter, \
+from bert_tf.pretraining_data.instances import InstanceStats, create_training_instances
+from bert_tf.pretraining_data.masking import VocabInfo
+from bert_tf.pretraining_data.options import PretrainingDataError, PretrainingDataOptions
+from bert_tf.pretraining_data.writer import FEATURE_NAMES, ExampleEncoder, RoundRobinWriter, \
     parse_example
 
 

@@ -11,10 +11,10 @@ import shutil
 
 import pytest
 
-from bert_tf.pretraining import FEATURE_NAMES, TracingRandom, create_pretraining_data, \
+from bert_tf.pretraining_data import FEATURE_NAMES, TracingRandom, create_pretraining_data, \
     parse_example, read_tfrecord
-from bert_tf.pretraining.instances import truncate_seq_pair
-from bert_tf.pretraining.masking import num_to_predict
+from bert_tf.pretraining_data.instances import truncate_seq_pair
+from bert_tf.pretraining_data.masking import num_to_predict
 from conftest import FIXTURE_RUNS, read_jsonl
 
 

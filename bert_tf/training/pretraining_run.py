@@ -8,12 +8,12 @@ import os
 import keras
 from absl import logging
 
-from bert_tf.data import expand_input_files, pretraining_dataset
+from bert_tf.pretraining_data.tfrecord_reader import expand_input_files, pretraining_dataset
 from bert_tf.export import export_encoder_savedmodel
 from bert_tf.modeling import BertConfig
 from bert_tf.training.distribution import (check_global_batch, check_tpu_paths,
                                            create_strategy)
-from bert_tf.training.trainer import PretrainingTrainer, TrainerOptions, set_mixed_precision
+from bert_tf.training.pretraining_loop import PretrainingTrainer, TrainerOptions, set_mixed_precision
 
 
 @dataclasses.dataclass

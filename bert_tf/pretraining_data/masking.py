@@ -11,7 +11,7 @@ import random
 import re
 from typing import Mapping
 
-from bert_tf.pretraining.options import PretrainingDataOptions, check_vocab
+from bert_tf.pretraining_data.options import PretrainingDataOptions, check_vocab
 
 _SPECIAL_RE = re.compile(r"^\[[^\]]*\]$")
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from bert_tf.pretraining import PretrainingDataError, PretrainingDataOptions, \
+from bert_tf.pretraining_data import PretrainingDataError, PretrainingDataOptions, \
     create_pretraining_data, create_pretraining_data_sharded, read_tfrecord
 from bert_tf.tokenization import FullTokenizer
 
@@ -123,7 +123,7 @@ def test_bad_settings_name_the_flag(field, value, flag):
 
 def test_failure_while_writing_leaves_no_output(tmp_path, tokenizer, sample_text, monkeypatch):
     """An error after some records were written removes the temporary file."""
-    from bert_tf.pretraining import faithful
+    from bert_tf.pretraining_data import faithful
 
     def boom(record, inv_vocab):
         raise RuntimeError("disk full")
