@@ -23,7 +23,7 @@ import sys
 
 from absl import app, flags, logging
 
-from bert_tf.pretraining import PretrainingDataError, PretrainingDataOptions, \
+from bert_tf.pretraining_data import PretrainingDataError, PretrainingDataOptions, \
     create_pretraining_data, create_pretraining_data_sharded, load_tokenizer
 
 FLAGS = flags.FLAGS

@@ -10,7 +10,7 @@ The original run_pretraining.py flags, plus --distribution_strategy, --mixed_pre
 """
 from absl import app, flags
 
-from bert_tf.training.run_pretraining import PretrainingRun, run_pretraining
+from bert_tf.training.pretraining_run import PretrainingRun, run_pretraining
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("bert_config_file", None, "bert_config.json of the model to train.")
