@@ -61,8 +61,9 @@ flags.DEFINE_float("progress_interval", 10.0, "Scalable mode: seconds between pr
 # Added: input handling.
 flags.DEFINE_bool("skip_invalid_lines", False, "Skip lines that are not valid UTF-8 (counted "
                   "in the summary) instead of stopping with an error naming file and line.")
-flags.DEFINE_bool("allow_prediction_cap", False, "Accept --max_predictions_per_seq below "
-                  "round(masked_lm_prob * max_seq_length) (the original silently caps).")
+flags.DEFINE_bool("allow_prediction_cap", False, "Deprecated, ignored: --max_predictions_per_seq "
+                  "below round(masked_lm_prob * max_seq_length) is always accepted and caps the "
+                  "predictions as the original does (with a warning).")
 # Added: options users asked for, all off by default.
 flags.DEFINE_bool("whole_word_mask_per_word", False, "With --do_whole_word_mask: draw the "
                   "80/10/10 decision once per word instead of once per WordPiece.")

@@ -47,5 +47,6 @@ def main(_):
 
 
 if __name__ == "__main__":
-    flags.mark_flags_as_required(["input_file", "output_file", "vocab_file", "bert_config_file"])
+    flags.mark_flags_as_required([
+        "input_file", "output_file", "vocab_file", "bert_config_file", "init_checkpoint"])
     app.run(main)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from bert_tf.errors import UserInputError
 import dataclasses
+
+from absl import logging
 from typing import Mapping
 
 
@@ -70,11 +72,15 @@ class PretrainingDataOptions:
     def validate(self, allow_prediction_cap: bool = False) -> None:
         """Raises PretrainingDataError naming the flag for any unusable setting.
 
+        `max_predictions_per_seq` below `round(masked_lm_prob * max_seq_length)` is accepted as
+        the original accepts it: long sequences then silently get `max_predictions_per_seq`
+        predictions (fewer than `masked_lm_prob` asks for); a warning says so.
+
         Args:
-          allow_prediction_cap: accept `max_predictions_per_seq` below
-            `round(masked_lm_prob * max_seq_length)`; the original then silently predicts fewer
-            tokens than `masked_lm_prob` asks for in long sequences.
+          allow_prediction_cap: deprecated, ignored (the cap is always allowed, as in the
+            original); kept so that old calls and command lines still run.
         """
+        del allow_prediction_cap  # deprecated no-op
         min_len = 5 if self.next_sentence_prediction else 4
         if self.max_seq_length < min_len:
             raise PretrainingDataError(
@@ -92,14 +98,14 @@ class PretrainingDataOptions:
             raise PretrainingDataError(
                 f"--max_predictions_per_seq={self.max_predictions_per_seq} must be >= 1")
         needed = max(1, int(round(self.max_seq_length * self.masked_lm_prob)))
-        if self.max_predictions_per_seq < needed and not allow_prediction_cap:
-            raise PretrainingDataError(
-                f"--max_predictions_per_seq={self.max_predictions_per_seq} is too small for "
-                f"--masked_lm_prob={self.masked_lm_prob} x --max_seq_length={self.max_seq_length}:"
-                f" a full-length sequence gets round({self.masked_lm_prob} * "
-                f"{self.max_seq_length}) = {needed} predictions, so set "
-                f"--max_predictions_per_seq>={needed} (or pass --allow_prediction_cap to keep "
-                "the original's silent cap)")
+        if self.max_predictions_per_seq < needed:
+            logging.warning(
+                "--max_predictions_per_seq=%d is below round(--masked_lm_prob=%s x "
+                "--max_seq_length=%d) = %d: sequences longer than %d tokens get only %d "
+                "predictions (the original's silent cap)", self.max_predictions_per_seq,
+                self.masked_lm_prob, self.max_seq_length, needed,
+                int(self.max_predictions_per_seq / self.masked_lm_prob),
+                self.max_predictions_per_seq)
         if self.whole_word_mask_per_word and not self.do_whole_word_mask:
             raise PretrainingDataError(
                 "--whole_word_mask_per_word needs --do_whole_word_mask")

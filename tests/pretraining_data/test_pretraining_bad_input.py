@@ -102,13 +102,40 @@ def test_vocab_without_special_token_names_the_vocab(tmp_path, vocab_file, sampl
         assert str(bad_vocab) in message and missing in message
 
 
-def test_max_predictions_too_small_names_the_flag(tmp_path, tokenizer, vocab_file, sample_text):
-    options = PretrainingDataOptions(max_seq_length=128, max_predictions_per_seq=10)
-    for message in _both_modes(sample_text, tmp_path, tokenizer, vocab_file, options):
-        assert "--max_predictions_per_seq=10" in message and "19" in message
-    summary = create_pretraining_data(sample_text, str(tmp_path / "ok.tfrecord"), tokenizer,
-                                      options, allow_prediction_cap=True, log_examples=0)
-    assert summary["instances"] > 0
+def test_max_predictions_below_masked_lm_prob_caps_as_the_original(tmp_path, tokenizer,
+                                                                     vocab_file, sample_text):
+    """The original accepts --max_predictions_per_seq < round(masked_lm_prob x max_seq_length)
+    and caps: num_to_predict = min(max_predictions_per_seq, max(1, round(len(tokens) * p)));
+    both modes do the same (a warning only); the deprecated allow_prediction_cap changes nothing."""
+    import tensorflow as tf
+
+    options = PretrainingDataOptions(max_seq_length=128, max_predictions_per_seq=10,
+                                     dupe_factor=2)
+    options.validate()  # no error
+    outputs = {}
+    for mode, kwargs in (("faithful", {}), ("faithful_flag", {"allow_prediction_cap": True}),
+                         ("scalable", {})):
+        if mode == "scalable":
+            create_pretraining_data_sharded(sample_text, str(tmp_path / "s" / "x"), vocab_file,
+                                            True, options, progress=False)
+            files = sorted(str(p) for p in (tmp_path / "s").glob("x*.tfrecord"))
+        else:
+            create_pretraining_data(sample_text, str(tmp_path / f"{mode}.tfrecord"), tokenizer,
+                                    options, log_examples=0, **kwargs)
+            files = [str(tmp_path / f"{mode}.tfrecord")]
+        counts = []
+        for f in files:
+            for rec in read_tfrecord(f):
+                ex = tf.train.Example.FromString(rec).features.feature
+                n_tokens = sum(ex["input_mask"].int64_list.value)
+                n_pred = sum(1 for w in ex["masked_lm_weights"].float_list.value if w > 0)
+                want = min(10, max(1, int(round(n_tokens * 0.15))))
+                assert n_pred == want, (mode, n_tokens, n_pred)
+                counts.append(round(n_tokens * 0.15) > 10)
+        assert any(counts), f"{mode}: no instance long enough to be capped"
+        outputs[mode] = counts
+    assert (open(tmp_path / "faithful.tfrecord", "rb").read()
+            == open(tmp_path / "faithful_flag.tfrecord", "rb").read())
 
 
 @pytest.mark.parametrize("field,value,flag", [("max_seq_length", 4, "--max_seq_length"),
@@ -139,15 +166,16 @@ def test_command_line_error_and_success(tmp_path, vocab_file, sample_text):
     env = dict(os.environ, PYTHONPATH=str(PROJECT_ROOT))
     bad = subprocess.run([sys.executable, str(tool), f"--input_file={sample_text}",
                           f"--output_file={tmp_path}/x.tfrecord", f"--vocab_file={vocab_file}",
-                          "--max_seq_length=128", "--max_predictions_per_seq=5"],
+                          "--max_seq_length=128", "--max_predictions_per_seq=0"],
                          capture_output=True, text=True, env=env, timeout=120)
     assert bad.returncode == 1
-    assert "--max_predictions_per_seq=5" in bad.stderr
+    assert "--max_predictions_per_seq=0" in bad.stderr
     assert os.listdir(tmp_path) == []
     good = subprocess.run([sys.executable, str(tool), f"--input_file={sample_text}",
                            f"--output_file={tmp_path}/x", f"--vocab_file={vocab_file}",
                            "--mode=scalable", "--num_workers=2", "--dupe_factor=2",
-                           "--docs_per_shard=1"], capture_output=True, text=True, env=env,
+                           "--docs_per_shard=1", "--max_predictions_per_seq=5",
+                           "--allow_prediction_cap"], capture_output=True, text=True, env=env,
                           timeout=120)
     assert good.returncode == 0, good.stderr
     assert "IsNext" in good.stderr

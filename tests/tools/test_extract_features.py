@@ -89,3 +89,18 @@ def test_bad_layer_index(tmp_path, original_fixtures):
     proc = _run_tool(tmp_path, original_fixtures, extra=["--layers=-3"])
     assert proc.returncode != 0 and "--layers index -3 is out of range" in proc.stderr
     assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_init_checkpoint_is_required(tmp_path, original_fixtures):
+    """As the original: no --init_checkpoint is an error (never features of random weights)."""
+    ckpt = original_fixtures / "checkpoint"
+    (tmp_path / "input.txt").write_text("hello world\n", encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "tools", "extract_features.py"),
+         f"--input_file={tmp_path / 'input.txt'}", f"--output_file={tmp_path / 'out.jsonl'}",
+         f"--vocab_file={original_fixtures / 'vocab_uncased.txt'}",
+         f"--bert_config_file={ckpt / 'bert_config.json'}"],
+        capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    assert "--init_checkpoint must have a value other than None" in proc.stderr
+    assert not (tmp_path / "out.jsonl").exists()
