@@ -1,0 +1,29 @@
+"""GPT-1 (Radford et al., 2018) beside BERT, faithful to openai/finetune-transformer-lm.
+
+Names are served lazily (PEP 562): importing `bert_tf.gpt` imports neither TensorFlow nor
+ftfy/spaCy.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY = {
+    # The original BPE text encoder and the WordPiece alternative (text_encoder.py, bpe.py).
+    "TextEncoder": "bert_tf.gpt.text_encoder",
+    "WordPieceTextEncoder": "bert_tf.gpt.text_encoder",
+    "text_standardize": "bert_tf.gpt.text_encoder",
+    "BpeFileError": "bert_tf.gpt.bpe",
+}
+
+__all__ = [*_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
