@@ -20,6 +20,10 @@ class BertDropout(keras.layers.Dropout):
     An element is dropped with probability `round(rate · 65536) / 65536` (0.1 → 0.10000610) and
     kept ones are scaled by the inverse of the exact keep probability, so the expectation is
     unchanged. The mask does not depend on the input, so the backward pass is one multiply.
+
+    Under a strategy with several replicas each replica draws its own mask (the replica id is
+    folded into the seed); the stream's state is checkpointed by
+    `bert_tf.training.random_state.training_random_state`.
     """
 
     def __init__(self, rate: float, noise_shape=None, seed=None, **kwargs):
@@ -36,6 +40,12 @@ class BertDropout(keras.layers.Dropout):
         seed = self.seed_generator.next()
         if seed.dtype != tf.int32:  # Keras keeps int64 seed state; stateless ops want int32
             seed = tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)
+        replica = tf.distribute.get_replica_context()
+        if replica is not None and replica.num_replicas_in_sync > 1:
+            # The (mirrored, checkpointed) state is the same on every replica: fold the replica
+            # id in so that replicas draw different masks, reproducibly after a restore.
+            seed = tf.random.experimental.stateless_fold_in(
+                seed, tf.cast(replica.replica_id_in_sync_group, tf.int32))
         size = tf.size(inputs)
         bits = tf.random.stateless_uniform([(size + 1) // 2], seed=seed, minval=None, maxval=None,
                                            dtype=tf.uint32)
