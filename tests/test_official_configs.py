@@ -15,16 +15,28 @@ TASKS = ROOT / "official_configs" / "tasks"
 NAME = re.compile(r"(uncased|cased)_L-(\d+)_H-(\d+)_A-(\d+)\.json")
 
 
+# The published Chinese and multilingual releases: vocab sizes, and the extra keys their
+# bert_config.json files carry (unused by BERT; kept and written back).
+OTHER_RELEASES = {"chinese_L-12_H-768_A-12": 21128, "multi_cased_L-12_H-768_A-12": 119547,
+                  "multilingual_L-12_H-768_A-12": 105879}
+POOLER_EXTRAS = {"directionality": "bidi", "pooler_fc_size": 768, "pooler_num_attention_heads": 12,
+                 "pooler_num_fc_layers": 3, "pooler_size_per_head": 128,
+                 "pooler_type": "first_token_transform"}
+
+
 def test_model_configs():
     files = sorted(MODELS.glob("*.json"))
     names = {f.name for f in files}
     for layers in (2, 4, 6, 8, 10, 12):  # the 24 miniatures of google-research/bert
         for hidden in (128, 256, 512, 768):
             assert f"uncased_L-{layers}_H-{hidden}_A-{hidden // 64}.json" in names
-    for name in ("cased_L-12_H-768_A-12", "uncased_L-24_H-1024_A-16", "cased_L-24_H-1024_A-16"):
+    for name in ("cased_L-12_H-768_A-12", "uncased_L-24_H-1024_A-16", "cased_L-24_H-1024_A-16",
+                 *OTHER_RELEASES):
         assert f"{name}.json" in names
-    assert len(files) == 27
+    assert len(files) == 30
     for f in files:
+        if f.stem in OTHER_RELEASES:
+            continue
         casing, layers, hidden, heads = NAME.fullmatch(f.name).groups()
         config = BertConfig.from_json_file(f)
         assert (config.num_hidden_layers, config.hidden_size, config.num_attention_heads) == (
@@ -33,6 +45,21 @@ def test_model_configs():
         assert config.vocab_size == (30522 if casing == "uncased" else 28996)
         assert (config.max_position_embeddings, config.type_vocab_size, config.hidden_act,
                 config.hidden_dropout_prob, config.initializer_range) == (512, 2, "gelu", 0.1, 0.02)
+        assert config.extra_fields == {}, f.name
+
+
+@pytest.mark.parametrize("name", sorted(OTHER_RELEASES))
+def test_chinese_and_multilingual_configs_keep_their_extra_keys(name, tmp_path):
+    path = MODELS / f"{name}.json"
+    with pytest.warns(UserWarning, match="pooler_type"):
+        config = BertConfig.from_json_file(path)
+    assert config.vocab_size == OTHER_RELEASES[name]
+    assert (config.num_hidden_layers, config.hidden_size, config.num_attention_heads,
+            config.intermediate_size, config.type_vocab_size, config.hidden_act) == (
+        12, 768, 12, 3072, 2, "gelu")
+    assert config.extra_fields == POOLER_EXTRAS
+    config.to_json_file(tmp_path / "bert_config.json")
+    assert (tmp_path / "bert_config.json").read_text() == path.read_text()
 
 
 SCRIPT_OF = {"squad_v1.1": "run_squad", "squad_v2.0": "run_squad", "ner": "run_ner",

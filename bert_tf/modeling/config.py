@@ -6,6 +6,7 @@ import copy
 import dataclasses
 import json
 import os
+import warnings
 from typing import Any, Mapping
 
 from bert_tf.io_utils import atomic_write_text
@@ -35,6 +36,9 @@ class BertConfig:
       max_position_embeddings: longest sequence the position table covers.
       type_vocab_size: number of segment (token type) ids.
       initializer_range: stddev of the truncated-normal initializer.
+      extra_fields: keys of the JSON file that BERT does not use (e.g. the Chinese and
+        multilingual releases' `directionality` and `pooler_*`), kept and written back unchanged,
+        as the original keeps any extra key.
     """
 
     vocab_size: int
@@ -48,6 +52,7 @@ class BertConfig:
     max_position_embeddings: int = 512
     type_vocab_size: int = 16
     initializer_range: float = 0.02
+    extra_fields: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.validate()
@@ -55,7 +60,14 @@ class BertConfig:
     # ---- validation -------------------------------------------------------------------------
     def validate(self, source: str = "BertConfig") -> None:
         """Raises `ConfigError` naming the first bad field (and `source`, e.g. the file)."""
-        for field in dataclasses.fields(self):
+        if not isinstance(self.extra_fields, dict):
+            raise ConfigError(f"{source}: extra_fields must be a dict, got "
+                              f"{type(self.extra_fields).__name__}")
+        clashing = sorted(set(self.extra_fields) & set(self.model_field_names()))
+        if clashing:
+            raise ConfigError(f"{source}: extra_fields repeat model field(s) "
+                              f"{', '.join(map(repr, clashing))}")
+        for field in self._model_fields():
             value = getattr(self, field.name)
             if field.type in ("int", int):
                 if isinstance(value, bool) or not isinstance(value, int):
@@ -89,6 +101,15 @@ class BertConfig:
                 f"{source}: field 'hidden_size' ({self.hidden_size}) is not a multiple of "
                 f"'num_attention_heads' ({self.num_attention_heads})")
 
+    @classmethod
+    def _model_fields(cls) -> tuple[dataclasses.Field, ...]:
+        return tuple(f for f in dataclasses.fields(cls) if f.name != "extra_fields")
+
+    @classmethod
+    def model_field_names(cls) -> tuple[str, ...]:
+        """The original `BertConfig`'s fields (the keys a bert_config.json is made of)."""
+        return tuple(f.name for f in cls._model_fields())
+
     @property
     def head_size(self) -> int:
         """Width of one attention head, hidden_size / num_attention_heads."""
@@ -99,23 +120,27 @@ class BertConfig:
     def from_dict(cls, json_object: Mapping[str, Any], source: str = "BertConfig") -> "BertConfig":
         """Builds a config from a dict with the original JSON keys.
 
-        Unknown keys are an error (they usually mean a typo or a config for another model);
-        missing keys take the original `BertConfig` defaults, except `vocab_size` which is required.
+        Keys that are not BERT fields (e.g. `directionality` and `pooler_*` in the published
+        Chinese and multilingual configs) are kept in `extra_fields` and written back by
+        `to_dict`, as the original accepts any extra key; a warning names them (once per source
+        and key set, Python's default warning filter), since they can also be typos. Missing keys
+        take the original `BertConfig` defaults, except `vocab_size` which is required.
         """
         if not isinstance(json_object, Mapping):
             raise ConfigError(f"{source}: expected a JSON object, got {type(json_object).__name__}")
-        known = {f.name for f in dataclasses.fields(cls)}
+        known = set(cls.model_field_names())
         unknown = sorted(set(json_object) - known)
         if unknown:
-            raise ConfigError(
-                f"{source}: unknown field(s) {', '.join(map(repr, unknown))}; a bert_config.json has "
-                f"{', '.join(sorted(known))}")
+            warnings.warn(
+                f"{source}: keeping field(s) that BERT does not use: {', '.join(unknown)} "
+                f"(written back unchanged; a bert_config.json's fields are "
+                f"{', '.join(sorted(known))})", UserWarning, stacklevel=2)
         if "vocab_size" not in json_object:
             raise ConfigError(f"{source}: required field 'vocab_size' is missing")
         config = cls.__new__(cls)
-        for field in dataclasses.fields(cls):
-            default = field.default
-            setattr(config, field.name, copy.deepcopy(json_object.get(field.name, default)))
+        for field in cls._model_fields():
+            setattr(config, field.name, copy.deepcopy(json_object.get(field.name, field.default)))
+        config.extra_fields = {k: copy.deepcopy(json_object[k]) for k in unknown}
         config.validate(source)
         return config
 
@@ -135,8 +160,10 @@ class BertConfig:
         return cls.from_dict(data, source=path)
 
     def to_dict(self) -> dict[str, Any]:
-        """The original JSON keys and values."""
-        return dataclasses.asdict(self)
+        """The original JSON keys and values, followed by the kept `extra_fields`."""
+        out = {name: copy.deepcopy(getattr(self, name)) for name in self.model_field_names()}
+        out.update(copy.deepcopy(self.extra_fields))
+        return out
 
     def to_json_string(self) -> str:
         """JSON text as the original writes it (sorted keys, indent 2, trailing newline)."""
