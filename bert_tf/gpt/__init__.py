@@ -14,6 +14,9 @@ _LAZY = {
     "WordPieceTextEncoder": "bert_tf.gpt.text_encoder",
     "text_standardize": "bert_tf.gpt.text_encoder",
     "BpeFileError": "bert_tf.gpt.bpe",
+    # The model, its original parameter files and optimizer.
+    "GptConfig": "bert_tf.gpt.config",
+    "GptConfigError": "bert_tf.gpt.config",
 }
 
 __all__ = [*_LAZY]
