@@ -13,6 +13,7 @@ import tensorflow as tf
 _LEVELS = 1 << 16
 
 
+@keras.saving.register_keras_serializable(package="bert_tf")
 class BertDropout(keras.layers.Dropout):
     """`keras.layers.Dropout` (same arguments, seed handling and inference behaviour) whose mask
     comes from 16-bit random integers.
