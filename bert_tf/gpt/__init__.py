@@ -17,6 +17,15 @@ _LAZY = {
     # The model, its original parameter files and optimizer.
     "GptConfig": "bert_tf.gpt.config",
     "GptConfigError": "bert_tf.gpt.config",
+    "GptModel": "bert_tf.gpt.model",
+    "GptInputError": "bert_tf.gpt.model",
+    "original_inputs": "bert_tf.gpt.model",
+    "GptEmbedding": "bert_tf.gpt.embeddings",
+    "GptBlock": "bert_tf.gpt.block",
+    "GptAttention": "bert_tf.gpt.attention",
+    "GptClassifierHead": "bert_tf.gpt.heads",
+    "GptDropout": "bert_tf.gpt.dropout",
+    "injected_keep_masks": "bert_tf.gpt.dropout",
 }
 
 __all__ = [*_LAZY]

@@ -1,0 +1,73 @@
+"""Causal multi-head self-attention as train.py's `attn` / `_attn` / `mask_attn_weights`."""
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from bert_tf.gpt.config import GptConfig
+from bert_tf.gpt.dropout import GptDropout
+from bert_tf.gpt.layers import GptConv1D
+
+# train.py's `mask_attn_weights`: w * b - 1e9 * (1 - b), not an additive -inf.
+MASKED_SCORE = -1e9
+
+
+def causal_mask_scores(w: tf.Tensor) -> tf.Tensor:
+    """train.py's `mask_attn_weights`: scores w [..., S, S] -> w·b − 1e9·(1 − b), b the lower
+    triangle (key ≤ query). There is no padding mask."""
+    n = tf.shape(w)[-1]
+    b = tf.linalg.band_part(tf.ones([n, n], w.dtype), -1, 0)
+    return w * b + MASKED_SCORE * (1.0 - b)
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class GptAttention(keras.layers.Layer):
+    """train.py's `attn` (with `scale=True`, as `block` calls it).
+
+    Variables (original names under `h<l>/attn/`): `c_attn/w` [1, n_embd, 3·n_embd] and
+    `c_attn/b` (q, k, v in that order along the last axis; heads are contiguous blocks of
+    n_embd / n_head features), `c_proj/w` [1, n_embd, n_embd], `c_proj/b`.
+    Dropouts: `attn_pdrop` on the probabilities, `resid_pdrop` on the output after `c_proj`.
+    """
+
+    def __init__(self, config: GptConfig | dict, **kwargs):
+        super().__init__(**kwargs)
+        self.config = config if isinstance(config, GptConfig) else GptConfig.from_dict(config)
+        c = self.config
+        self.c_attn = GptConv1D(3 * c.n_embd, c.n_embd, name="c_attn")
+        self.c_proj = GptConv1D(c.n_embd, c.n_embd, name="c_proj")
+        self.probs_dropout = GptDropout(c.attn_pdrop, name="attn_probs_dropout")
+        self.resid_dropout = GptDropout(c.resid_pdrop, name="attn_resid_dropout")
+
+    def build(self, input_shape=None) -> None:
+        self.c_attn.build()
+        self.c_proj.build()
+        self.built = True
+
+    def _split_heads(self, x: tf.Tensor) -> tf.Tensor:
+        """[N, S, n_embd] -> [N, n_head, S, head_size]."""
+        c = self.config
+        x = tf.reshape(x, tf.concat([tf.shape(x)[:-1], [c.n_head, c.head_size]], axis=0))
+        return tf.transpose(x, [0, 2, 1, 3])
+
+    def call(self, x: tf.Tensor, training: bool | None = None,
+             return_probs: bool = False):
+        """Args: x float [N, S, n_embd].
+
+        Returns: a float [N, S, n_embd] (after c_proj and residual dropout; the residual sum is
+        the block's), and with `return_probs` the softmax output [N, n_head, S, S] before
+        attention dropout.
+        """
+        q, k, v = tf.split(self.c_attn(x), 3, axis=-1)
+        q, v = self._split_heads(q), self._split_heads(v)
+        k = tf.transpose(self._split_heads(k), [0, 1, 3, 2])  # [N, H, D, S], as the original
+        w = tf.matmul(q, k) * tf.math.rsqrt(tf.cast(self.config.head_size, x.dtype))
+        probs = tf.nn.softmax(causal_mask_scores(w))
+        a = tf.matmul(self.probs_dropout(probs, training=training), v)  # [N, H, S, D]
+        a = tf.transpose(a, [0, 2, 1, 3])
+        a = tf.reshape(a, tf.concat([tf.shape(a)[:-2], [self.config.n_embd]], axis=0))
+        a = self.resid_dropout(self.c_proj(a), training=training)
+        return (a, probs) if return_probs else a
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "config": self.config.to_dict()}

@@ -1,0 +1,86 @@
+"""One post-LayerNorm decoder block as train.py's `block` and `mlp`."""
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from bert_tf.gpt.attention import GptAttention
+from bert_tf.gpt.config import GptConfig
+from bert_tf.gpt.dropout import GptDropout
+from bert_tf.gpt.layers import GptConv1D, GptLayerNorm
+from bert_tf.modeling.activations import get_activation
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class GptMlp(keras.layers.Layer):
+    """train.py's `mlp`: `c_proj(afn(c_fc(x)))`, then `resid_pdrop` dropout.
+
+    Variables (under `h<l>/mlp/`): `c_fc/w` [1, n_embd, 4·n_embd], `c_fc/b`, `c_proj/w`
+    [1, 4·n_embd, n_embd], `c_proj/b`. Input/output float [N, S, n_embd].
+    """
+
+    def __init__(self, config: GptConfig | dict, **kwargs):
+        super().__init__(**kwargs)
+        self.config = config if isinstance(config, GptConfig) else GptConfig.from_dict(config)
+        c = self.config
+        self.c_fc = GptConv1D(4 * c.n_embd, c.n_embd, name="c_fc")
+        self.c_proj = GptConv1D(c.n_embd, 4 * c.n_embd, name="c_proj")
+        # bert_tf's activations: "gelu" is the tanh approximation, "swish" is x·sigmoid(x).
+        self.activation = get_activation(c.afn)
+        self.resid_dropout = GptDropout(c.resid_pdrop, name="mlp_resid_dropout")
+
+    def build(self, input_shape=None) -> None:
+        self.c_fc.build()
+        self.c_proj.build()
+        self.built = True
+
+    def call(self, x: tf.Tensor, training: bool | None = None) -> tf.Tensor:
+        return self.resid_dropout(self.c_proj(self.activation(self.c_fc(x))), training=training)
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "config": self.config.to_dict()}
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class GptBlock(keras.layers.Layer):
+    """`n = LN_1(x + attn(x))`, `h = LN_2(n + mlp(n))` (post-LN; LN epsilon 1e-5).
+
+    Variables, in the original's creation order: `attn/c_attn/{w,b}`, `attn/c_proj/{w,b}`,
+    `ln_1/{g,b}`, `mlp/c_fc/{w,b}`, `mlp/c_proj/{w,b}`, `ln_2/{g,b}`.
+    """
+
+    def __init__(self, config: GptConfig | dict, **kwargs):
+        super().__init__(**kwargs)
+        self.config = config if isinstance(config, GptConfig) else GptConfig.from_dict(config)
+        c = self.config
+        self.attn = GptAttention(c, name="attn")
+        self.ln_1 = GptLayerNorm(c.n_embd, name="ln_1")
+        self.mlp = GptMlp(c, name="mlp")
+        self.ln_2 = GptLayerNorm(c.n_embd, name="ln_2")
+
+    def build(self, input_shape=None) -> None:
+        for layer in (self.attn, self.ln_1, self.mlp, self.ln_2):
+            layer.build()
+        self.built = True
+
+    def original_variables(self) -> list[tuple[str, keras.Variable]]:
+        """(name relative to `h<l>/`, variable) in the original's creation order."""
+        return [("attn/c_attn/w", self.attn.c_attn.w), ("attn/c_attn/b", self.attn.c_attn.b),
+                ("attn/c_proj/w", self.attn.c_proj.w), ("attn/c_proj/b", self.attn.c_proj.b),
+                ("ln_1/g", self.ln_1.g), ("ln_1/b", self.ln_1.b),
+                ("mlp/c_fc/w", self.mlp.c_fc.w), ("mlp/c_fc/b", self.mlp.c_fc.b),
+                ("mlp/c_proj/w", self.mlp.c_proj.w), ("mlp/c_proj/b", self.mlp.c_proj.b),
+                ("ln_2/g", self.ln_2.g), ("ln_2/b", self.ln_2.b)]
+
+    def call(self, x: tf.Tensor, training: bool | None = None, return_probs: bool = False):
+        """Args: x float [N, S, n_embd]. Returns h [N, S, n_embd] (and the attention
+        probabilities [N, n_head, S, S] with `return_probs`)."""
+        a = self.attn(x, training=training, return_probs=return_probs)
+        if return_probs:
+            a, probs = a
+        n = self.ln_1(x + a)
+        h = self.ln_2(n + self.mlp(n, training=training))
+        return (h, probs) if return_probs else h
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "config": self.config.to_dict()}

@@ -1,0 +1,67 @@
+"""The original's two elementary layers: `conv1d` (a width-1 convolution computed as a matmul)
+and `norm` (LayerNorm with epsilon 1e-5 and parameters `g`, `b`)."""
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+# train.py's `_norm(x, g, b, e=1e-5)`.
+LAYER_NORM_EPSILON = 1e-5
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class GptConv1D(keras.layers.Layer):
+    """train.py's `conv1d(x, scope, nf, rf=1)`: `x @ w + b` with `w` stored as [1, nx, nf].
+
+    Variables: `w` [1, nx, nf] (N(0, 0.02²) init), `b` [nf] (zeros), the original's shapes so that
+    the original parameter files load without reshaping and the optimizer's "rank > 1 gets L2"
+    rule sees the same ranks.
+
+    Input float [..., nx]; output float [..., nf].
+    """
+
+    def __init__(self, nf: int, nx: int, **kwargs):
+        super().__init__(**kwargs)
+        self.nf, self.nx = int(nf), int(nx)
+
+    def build(self, input_shape=None) -> None:
+        self.w = self.add_weight(name="w", shape=(1, self.nx, self.nf),
+                                 initializer=keras.initializers.RandomNormal(stddev=0.02))
+        self.b = self.add_weight(name="b", shape=(self.nf,), initializer="zeros")
+        self.built = True
+
+    def call(self, x: tf.Tensor) -> tf.Tensor:
+        flat = tf.reshape(x, [-1, self.nx])
+        out = tf.matmul(flat, tf.reshape(tf.cast(self.w, x.dtype), [self.nx, self.nf]))
+        out = out + tf.cast(self.b, x.dtype)
+        return tf.reshape(out, tf.concat([tf.shape(x)[:-1], [self.nf]], axis=0))
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "nf": self.nf, "nx": self.nx}
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class GptLayerNorm(keras.layers.Layer):
+    """train.py's `norm`: `(x - mean) * rsqrt(biased_var + 1e-5) * g + b` over the last axis.
+
+    Variables: `g` [n] (ones), `b` [n] (zeros) — the original's names (Keras' LayerNormalization
+    would call them gamma/beta). Input/output float [..., n].
+    """
+
+    def __init__(self, n_state: int, epsilon: float = LAYER_NORM_EPSILON, **kwargs):
+        super().__init__(**kwargs)
+        self.n_state, self.epsilon = int(n_state), float(epsilon)
+
+    def build(self, input_shape=None) -> None:
+        self.g = self.add_weight(name="g", shape=(self.n_state,), initializer="ones")
+        self.b = self.add_weight(name="b", shape=(self.n_state,), initializer="zeros")
+        self.built = True
+
+    def call(self, x: tf.Tensor) -> tf.Tensor:
+        u = tf.reduce_mean(x, axis=-1, keepdims=True)
+        s = tf.reduce_mean(tf.square(x - u), axis=-1, keepdims=True)
+        x = (x - u) * tf.math.rsqrt(s + self.epsilon)
+        return x * tf.cast(self.g, x.dtype) + tf.cast(self.b, x.dtype)
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "n_state": self.n_state, "epsilon": self.epsilon}

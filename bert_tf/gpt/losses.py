@@ -1,0 +1,46 @@
+"""GPT-1's LM and classification losses as train.py computes them."""
+from __future__ import annotations
+
+import tensorflow as tf
+
+
+def lm_token_losses(lm_logits: tf.Tensor, token_ids: tf.Tensor) -> tf.Tensor:
+    """Cross-entropy of the prediction at position i for the token at i + 1, unmasked.
+
+    Args: lm_logits float [..., S-1, rows] (from h[..., :-1, :]); token_ids int [..., S].
+    Returns float [..., S-1] (padding targets included).
+    """
+    return tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=tf.cast(token_ids[..., 1:], tf.int32), logits=lm_logits)
+
+
+def lm_losses(token_losses: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
+    """Per-sequence masked mean with M[..., 1:]: Σ(loss·M[1:]) / Σ M[1:].
+
+    `_start_` is never a target; the delimiter and the classify token are. A sequence with a
+    single real token gives 0/0 (NaN), as in the original.
+
+    Args: token_losses float [..., S-1]; mask float [..., S]. Returns float [...].
+    """
+    m = tf.cast(mask, token_losses.dtype)[..., 1:]
+    return tf.reduce_sum(token_losses * m, axis=-1) / tf.reduce_sum(m, axis=-1)
+
+
+def classification_losses(clf_logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
+    """Softmax cross-entropy over the choices. Args: clf_logits float [B, C]; labels int [B]
+    (index of the right choice). Returns float [B]."""
+    return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.cast(labels, tf.int32),
+                                                          logits=clf_logits)
+
+
+def train_loss(clf_losses: tf.Tensor | None, lm_losses_: tf.Tensor | None,
+               lm_coef: float = 0.5) -> tf.Tensor:
+    """train.py's `mgpu_train` loss: mean(clf_losses) + lm_coef · mean(lm_losses) (plain means,
+    so every sequence — wrong endings included — weighs the same); lm_coef 0 leaves out the LM
+    term. With `clf_losses=None` (language-model training) it is mean(lm_losses)."""
+    if clf_losses is None:
+        return tf.reduce_mean(lm_losses_)
+    loss = tf.reduce_mean(clf_losses)
+    if lm_coef > 0:
+        loss = loss + lm_coef * tf.reduce_mean(lm_losses_)
+    return loss

@@ -1,0 +1,185 @@
+"""`GptModel`: the GPT-1 decoder with its tied LM head and classify-token head (train.py's
+`model`)."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import keras
+import tensorflow as tf
+
+from bert_tf.errors import UserInputError
+from bert_tf.gpt.block import GptBlock
+from bert_tf.gpt.config import GptConfig
+from bert_tf.gpt.dropout import GptDropout
+from bert_tf.gpt.embeddings import GptEmbedding
+from bert_tf.gpt.heads import GptClassifierHead, tied_lm_logits
+from bert_tf.gpt import losses as gpt_losses
+
+
+class GptInputError(UserInputError):
+    """Model inputs that do not fit the model (e.g. longer than n_ctx)."""
+
+
+def original_inputs(X: Any) -> dict[str, tf.Tensor]:
+    """train.py's input layout -> this model's: X int [..., S, 2] with X[..., 0] the token ids
+    and X[..., 1] the position ids (rows of `we`) -> {"token_ids", "position_ids"} [..., S]."""
+    X = tf.convert_to_tensor(X)
+    return {"token_ids": X[..., 0], "position_ids": X[..., 1]}
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class GptModel(keras.Model):
+    """GPT-1 as train.py's `model(X, M, Y)`.
+
+    Layers: `embedding` (the table `we`), `blocks` h0..h{n_layer-1} (post-LN), no final
+    LayerNorm, the LM head tied to the whole dropped table, and (with `classifier=True`) the
+    classifier `clf` read at the first `clf_token` of each sequence.
+
+    Inputs (a dict): `token_ids` int [..., S] with S ≤ n_ctx — [B, S] single sequences or
+    [B, C, S] C choices per example — and optionally `position_ids` int [..., S] (rows of `we`;
+    default n_vocab + n_special + 0..S-1, as train.py fills them, padding included). There is no
+    padding mask: attention is causal only, so padding must come after the real tokens; the
+    loss mask is given to `compute_losses`. `original_inputs(X)` converts train.py's X[..., 2].
+
+    Outputs (a dict): `hidden_states` float [..., S, n_embd]; `lm_logits` float
+    [..., S-1, table_rows] (position i predicts token i+1); `clf_logits` float [...] without the
+    last axis (one score per sequence, e.g. [B, C]) when the model has a classifier. With
+    `return_intermediates=True` also `embed_output` [..., S, n_embd], `block_outputs`
+    [n_layer, ..., S, n_embd], `attention_probs` [n_layer, ..., n_head, S, S] (before attention
+    dropout), `clf_h` [..., n_embd] and `clf_pool_idx` int32 [...].
+
+    `clf_token` defaults to the last special token (train.py's `_classify_`, n_vocab + 2 for
+    its 3 specials).
+    """
+
+    def __init__(self, config: GptConfig | Mapping[str, Any], clf_token: int | None = None,
+                 classifier: bool = True, **kwargs):
+        super().__init__(**kwargs)
+        self.config = config if isinstance(config, GptConfig) else GptConfig.from_dict(config)
+        c = self.config
+        if clf_token is None:
+            clf_token = c.n_vocab + c.n_special - 1
+        self.clf_token = int(clf_token)
+        self.classifier = bool(classifier)
+        self.embedding = GptEmbedding(c, name="embedding")
+        self.blocks = [GptBlock(c, name=f"h{layer}") for layer in range(c.n_layer)]
+        self.clf = (GptClassifierHead(c.n_embd, self.clf_token, c.clf_pdrop, name="clf")
+                    if self.classifier else None)
+        self.build()
+
+    def build(self, input_shape=None) -> None:
+        self.embedding.build()
+        for block in self.blocks:
+            block.build()
+        if self.clf is not None:
+            self.clf.build()
+        self.built = True
+
+    # ---- names and test hooks --------------------------------------------------------------
+    def original_variables(self) -> list[tuple[str, keras.Variable]]:
+        """(original TF name, variable) in train.py's `find_trainable_variables('model')` order:
+        `model/we`, then 12 per layer, then `model/clf/w`, `model/clf/b`."""
+        out = [("model/we", self.embedding.we)]
+        for layer, block in enumerate(self.blocks):
+            out += [(f"model/h{layer}/{name}", v) for name, v in block.original_variables()]
+        if self.clf is not None:
+            out += [("model/clf/w", self.clf.w), ("model/clf/b", self.clf.b)]
+        return out
+
+    def dropout_layers(self) -> dict[str, GptDropout]:
+        """Every dropout, keyed by where the original applies it (`we`, `h<l>/attn_probs`,
+        `h<l>/attn_resid`, `h<l>/mlp_resid`, `clf`), for `dropout.injected_keep_masks`."""
+        out = {"we": self.embedding.dropout}
+        for layer, block in enumerate(self.blocks):
+            out[f"h{layer}/attn_probs"] = block.attn.probs_dropout
+            out[f"h{layer}/attn_resid"] = block.attn.resid_dropout
+            out[f"h{layer}/mlp_resid"] = block.mlp.resid_dropout
+        if self.clf is not None:
+            out["clf"] = self.clf.dropout
+        return out
+
+    # ---- forward ---------------------------------------------------------------------------
+    def _ids(self, inputs: Mapping[str, Any]) -> tuple[tf.Tensor, tf.Tensor]:
+        if not isinstance(inputs, Mapping) or "token_ids" not in inputs:
+            raise GptInputError("GptModel inputs: expected a dict with 'token_ids' (and optional "
+                                "'position_ids'); use original_inputs(X) for train.py's X[..., 2]")
+        token_ids = tf.cast(tf.convert_to_tensor(inputs["token_ids"]), tf.int32)
+        seq_len = token_ids.shape[-1]
+        if seq_len is not None and seq_len > self.config.n_ctx:
+            raise GptInputError(f"GptModel inputs: sequence length {seq_len} exceeds n_ctx "
+                                f"{self.config.n_ctx} (the position rows of the table)")
+        if inputs.get("position_ids") is not None:
+            position_ids = tf.cast(tf.convert_to_tensor(inputs["position_ids"]), tf.int32)
+        else:
+            positions = self.config.first_position_id + tf.range(tf.shape(token_ids)[-1])
+            position_ids = tf.broadcast_to(positions, tf.shape(token_ids))
+        return token_ids, position_ids
+
+    def call(self, inputs: Mapping[str, Any], training: bool | None = None,
+             return_intermediates: bool = False) -> dict[str, tf.Tensor]:
+        c = self.config
+        token_ids, position_ids = self._ids(inputs)
+        lead = tf.shape(token_ids)[:-1]
+        seq = tf.shape(token_ids)[-1]
+        if token_ids.shape[-1] is None:
+            tf.debugging.assert_less_equal(seq, c.n_ctx, message="sequence longer than n_ctx")
+        flat_tokens = tf.reshape(token_ids, [-1, seq])  # train.py's reshape to [-1, n_ctx]
+        flat_positions = tf.reshape(position_ids, [-1, seq])
+        h, table = self.embedding(flat_tokens, flat_positions, training=training)
+        embed_output, block_outputs, probs = h, [], []
+        for block in self.blocks:
+            h = block(h, training=training, return_probs=return_intermediates)
+            if return_intermediates:
+                h, p = h
+                block_outputs.append(h)
+                probs.append(p)
+
+        def unflatten(x: tf.Tensor) -> tf.Tensor:
+            return tf.reshape(x, tf.concat([lead, tf.shape(x)[1:]], axis=0))
+
+        hidden = unflatten(h)
+        out = {"hidden_states": hidden,
+               "lm_logits": unflatten(tied_lm_logits(h[:, :-1], table))}
+        if self.clf is not None:
+            logits, clf_h, pool_idx = self.clf(hidden, token_ids, training=training)
+            out["clf_logits"] = logits
+        if return_intermediates:
+            out["embed_output"] = unflatten(embed_output)
+            out["block_outputs"] = tf.stack([unflatten(b) for b in block_outputs])
+            out["attention_probs"] = tf.stack([unflatten(p) for p in probs])
+            if self.clf is not None:
+                out["clf_h"], out["clf_pool_idx"] = clf_h, pool_idx
+        return out
+
+    def compute_losses(self, outputs: Mapping[str, tf.Tensor], token_ids: Any, mask: Any,
+                       labels: Any = None, lm_coef: float = 0.5) -> dict[str, tf.Tensor]:
+        """train.py's losses from `call`'s outputs.
+
+        Args: token_ids int [..., S]; mask float [..., S] (1 = real token; only the LM loss uses
+        it, with M[..., 1:]); labels int [B] (right choice) or None; lm_coef: weight of the
+        auxiliary LM loss (0 leaves it out).
+
+        Returns: `lm_token_losses` [..., S-1], `lm_losses` [...], and `train_loss` [] =
+        mean(clf_losses) + lm_coef·mean(lm_losses) (mean(lm_losses) without labels); with labels
+        also `clf_losses` [B].
+        """
+        token_losses = gpt_losses.lm_token_losses(outputs["lm_logits"], token_ids)
+        per_sequence = gpt_losses.lm_losses(token_losses, mask)
+        out = {"lm_token_losses": token_losses, "lm_losses": per_sequence}
+        clf_losses = None
+        if labels is not None:
+            if "clf_logits" not in outputs:
+                raise GptInputError("GptModel.compute_losses: labels given but the model has no "
+                                    "classifier (classifier=False)")
+            clf_losses = gpt_losses.classification_losses(outputs["clf_logits"], labels)
+            out["clf_losses"] = clf_losses
+        out["train_loss"] = gpt_losses.train_loss(clf_losses, per_sequence, lm_coef)
+        return out
+
+    def get_config(self) -> dict:
+        return {"config": self.config.to_dict(), "clf_token": self.clf_token,
+                "classifier": self.classifier, "name": self.name, "trainable": self.trainable}
+
+    @classmethod
+    def from_config(cls, config: dict) -> "GptModel":
+        return cls(**config)
