@@ -1,45 +1,69 @@
 """The fine-tuning loop shared by every fine-tuning script (GLUE, SQuAD, NER, SWAG, ...).
 
-It is the original `run_classifier.py` / `run_squad.py` training as one function, without
-TPUEstimator: AdamWeightDecay with linear warm-up and linear decay (`create_optimizer`, decay
-decided on the original TF1 variable names), gradients clipped to global norm 1.0, the training
-input repeated, shuffled over a 100-example buffer and batched with the last partial batch
-dropped. Checkpoints are written in the original TF1 format (`model.ckpt-<step>` + a
-`checkpoint` state file) so that the original code, `tf.train.latest_checkpoint` and
-`load_original_checkpoint` all read them.
+It is the original `run_classifier.py` / `run_squad.py` training under any `tf.distribute`
+strategy (one device, mirrored GPUs, several workers, TPU), as the original's TPUEstimator:
+AdamWeightDecay with linear warm-up and linear decay (`create_optimizer`, decay decided on the
+original TF1 variable names), gradients summed over the replicas and clipped to global norm 1.0,
+the training input repeated, shuffled over a 100-example buffer and cut into global batches (the
+last partial one dropped), each global batch split evenly across the replicas.
+
+Checkpoints are the original Estimator's: `<output_dir>/model.ckpt-<step>` (TF1 format) with the
+weights under the original names, `global_step`, and the optimizer's `<name>/adam_m` and
+`<name>/adam_v` slots as the original's optimizer names them, plus the dropout layers' random
+streams (`bert_tf/random_state/...`), and a `checkpoint` state file. The original code,
+`tf.train.latest_checkpoint` and `load_original_checkpoint` all read them. A run whose
+`output_dir` holds a checkpoint resumes from it (weights, optimizer slots, step, position in the
+shuffled input, dropout streams): on one device the result is bit-identical to an uninterrupted
+run. `init_checkpoint` only seeds a fresh run.
 
   init_model(model, init_checkpoint)             # TF1 checkpoint or our encoder SavedModel
-  train_model(model, arrays, loss_fn, options)   # -> {"global_step", "first_loss", "loss", ...}
+  train_model(model, arrays, loss_fn, options, strategy=...)  # -> {"global_step", "loss", ...}
   predict_arrays(model, arrays, batch_size, ["logits"])
   latest_checkpoint(output_dir)
 
 A task supplies its features as NumPy arrays (one row per example) and a loss
-`loss_fn(model_outputs, batch) -> scalar`; everything else is here.
+`loss_fn(model_outputs, batch)`; everything else is here. Progress (with ETA) goes to a Keras
+`Progbar` and the log; TensorBoard scalars (loss, learning_rate, grad_norm, steps_per_second) to
+`<output_dir>/train`, from which `bert_tf.plotting.plot_training_curves` draws the curves.
 """
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
+import sys
 import time
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import keras
 import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf.checkpoints import (CheckpointError, encoder_variable_map, load_original_checkpoint,
-                                 resolve_checkpoint_prefix, variable_map, write_tf1_checkpoint)
-from bert_tf.io_utils import atomic_write_text
-from bert_tf.modeling import BertConfig, BertEncoder
+from bert_tf.checkpoints import (CheckpointError, assign_from_checkpoint, checkpoint_global_step,
+                                 checkpoint_variable_map, encoder_variable_map,
+                                 is_encoder_savedmodel, latest_checkpoint,
+                                 load_encoder_savedmodel, load_original_checkpoint,
+                                 remove_stale_temp_files, write_step_checkpoint)
+from bert_tf.training.distribution import (check_global_batch, check_model_in_scope,
+                                           check_tpu_paths, is_chief, is_tpu_strategy,
+                                           resolve_strategy)
 from bert_tf.training.optimization import clip_by_global_norm, create_optimizer
+from bert_tf.training.random_state import seed_generators
 
 ENCODER_INPUT_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
+RANDOM_STATE_SCOPE = "bert_tf/random_state"
+"""Checkpoint name prefix of the dropout layers' seed-generator states."""
 
-LossFn = Callable[[dict, dict], tf.Tensor]
-"""(model outputs, batch) -> scalar float32 loss; both dicts of tensors keyed by name."""
+LossFn = Callable[[dict, dict], Any]
+"""(model outputs, batch) -> the loss of the batch: a scalar float32 mean over its examples, or a
+pair (sum, weight) whose ratio is the loss (e.g. Σ token losses, number of labelled tokens), so
+that the global-batch loss is Σ sums / Σ weights over the replicas exactly."""
+
+__all__ = ["ENCODER_INPUT_KEYS", "FinetuneOptions", "LossFn", "checkpoint_variable_map",
+           "encoder_variable_map", "init_model", "is_encoder_savedmodel", "latest_checkpoint",
+           "load_checkpoint", "make_train_step", "num_train_and_warmup_steps", "predict_arrays",
+           "restore_for_prediction", "train_model", "training_state_map", "write_checkpoint"]
 
 
 @dataclasses.dataclass
@@ -47,16 +71,18 @@ class FinetuneOptions:
     """Hyper-parameters of one fine-tuning run (the original scripts' flags of the same names).
 
     Attributes:
-      output_dir: where `model.ckpt-<step>` checkpoints and the `checkpoint` file are written.
+      output_dir: where `model.ckpt-<step>` checkpoints, the `checkpoint` file and the TensorBoard
+        events (`train/`) are written; a checkpoint already there is resumed from.
       learning_rate: peak learning rate (after warm-up).
-      num_train_steps: number of batches to train on (see `num_train_and_warmup_steps`).
+      num_train_steps: number of global batches to train on (see `num_train_and_warmup_steps`).
       num_warmup_steps: steps of linear warm-up from 0.
-      train_batch_size: examples per step.
+      train_batch_size: examples per step, over all replicas (the original's global batch).
       save_checkpoints_steps: write a checkpoint every this many steps (and at the end).
       keep_checkpoint_max: keep this many most recent checkpoints (older ones are deleted).
       clip_norm: gradients are clipped to this global norm (1.0 in the original).
       seed: seed of the input shuffle.
       shuffle_buffer: shuffle buffer size in examples (100 in the original).
+      progress: show a Keras progress bar (with ETA) on stdout.
     """
 
     output_dir: str
@@ -69,6 +95,7 @@ class FinetuneOptions:
     clip_norm: float = 1.0
     seed: int = 12345
     shuffle_buffer: int = 100
+    progress: bool = True
 
     def validate(self) -> None:
         """ValueError naming the option when a value cannot be used."""
@@ -102,116 +129,8 @@ def num_train_and_warmup_steps(num_examples: int, train_batch_size: int,
 
 
 # ---------------------------------------------------------------------------------------------
-# Variable names and checkpoints
+# Weights in and out (the I/O itself is bert_tf.checkpoints.original)
 # ---------------------------------------------------------------------------------------------
-def _encoder_of(model) -> BertEncoder | None:
-    if isinstance(model, BertEncoder):
-        return model
-    encoder = getattr(model, "encoder", None)
-    return encoder if isinstance(encoder, BertEncoder) else None
-
-
-def _ensure_built(model) -> None:
-    if not model.built and hasattr(model, "build_from_config_shapes"):
-        model.build_from_config_shapes()
-    if not model.built:
-        raise ValueError(f"{type(model).__name__} is not built; build it (call it once on a "
-                         "batch) before fine-tuning")
-
-
-def checkpoint_variable_map(model) -> dict[str, tf.Variable]:
-    """Checkpoint name -> variable for every weight of `model`.
-
-    BERT models of `bert_tf.modeling` get the original TF1 names (`checkpoints.variable_map`).
-    Another model (e.g. a task model built around a `BertEncoder`) gets the original names for
-    its `encoder` and its Keras variable paths for the rest.
-    """
-    _ensure_built(model)
-    try:
-        return dict(variable_map(model))
-    except (TypeError, AttributeError):
-        pass
-    names: dict[str, tf.Variable] = {}
-    encoder = _encoder_of(model)
-    taken: set[int] = set()
-    if encoder is not None:
-        for name, var in encoder_variable_map(encoder).items():
-            names[name] = var
-            taken.add(id(var))
-    # model.weights, not .variables: seed-generator states are named by a process-wide counter
-    for var in model.weights:
-        if id(var) not in taken:
-            names[var.path] = var
-    return names
-
-
-def latest_checkpoint(output_dir: str) -> str | None:
-    """The newest checkpoint prefix in `output_dir` (from its `checkpoint` file), or None."""
-    if not output_dir or not os.path.isdir(output_dir):
-        return None
-    try:
-        return tf.train.latest_checkpoint(output_dir)
-    except (tf.errors.OpError, ValueError):
-        return None
-
-
-def write_checkpoint(model, output_dir: str, step: int, kept: list[str],
-                     keep_checkpoint_max: int) -> str:
-    """Writes `output_dir/model.ckpt-<step>` (original names + `global_step`) atomically, deletes
-    the oldest of `kept` beyond `keep_checkpoint_max`, and rewrites the `checkpoint` state file.
-
-    `kept` (prefixes written by this run, oldest first) is updated in place. Returns the prefix.
-    """
-    prefix = os.path.join(output_dir, f"model.ckpt-{step}")
-    tensors: dict = dict(checkpoint_variable_map(model))
-    tensors["global_step"] = np.int64(step)
-    write_tf1_checkpoint(tensors, prefix, overwrite=True)
-    if prefix not in kept:
-        kept.append(prefix)
-    while len(kept) > keep_checkpoint_max:
-        old = kept.pop(0)
-        for suffix in (".index", ".data-00000-of-00001"):
-            try:
-                os.remove(old + suffix)
-            except OSError:
-                pass
-    state = [f'model_checkpoint_path: "{os.path.basename(prefix)}"']
-    state += [f'all_model_checkpoint_paths: "{os.path.basename(p)}"' for p in kept]
-    atomic_write_text(os.path.join(output_dir, "checkpoint"), "\n".join(state) + "\n")
-    logging.info("Saved checkpoint %s", prefix)
-    return prefix
-
-
-def _load_named(model, prefix: str, required_all: bool) -> dict[str, list[str]]:
-    """Loads a checkpoint by `checkpoint_variable_map` names into a model that is not one of the
-    `bert_tf.modeling` models. Encoder variables are always required; the others too when
-    `required_all`, else missing ones keep their initialisation."""
-    reader = tf.train.load_checkpoint(prefix)
-    shapes = reader.get_variable_to_shape_map()
-    encoder = _encoder_of(model)
-    encoder_names = set(encoder_variable_map(encoder)) if encoder is not None else set()
-    to_assign, initialized = [], []
-    for name, var in checkpoint_variable_map(model).items():
-        if name not in shapes:
-            if required_all or name in encoder_names:
-                raise CheckpointError(f"checkpoint {prefix} has no variable '{name}' (needed for "
-                                      f"{var.path}, shape {tuple(var.shape)})")
-            initialized.append(name)
-            continue
-        if tuple(shapes[name]) != tuple(var.shape):
-            raise CheckpointError(
-                f"checkpoint {prefix}: variable '{name}' has shape {tuple(shapes[name])}, the "
-                f"model expects {tuple(var.shape)} (is the bert_config.json the one of this "
-                "checkpoint?)")
-        to_assign.append((name, var))
-    values = [reader.get_tensor(name) for name, _ in to_assign]
-    for (_, var), value in zip(to_assign, values):
-        var.assign(value.astype(var.dtype))
-    logging.info("Loaded %d variables from %s; %d newly initialised", len(to_assign), prefix,
-                 len(initialized))
-    return {"loaded": [n for n, _ in to_assign], "initialized": initialized}
-
-
 def load_checkpoint(model, path: str, heads: str = "required") -> dict[str, list[str]]:
     """Loads a checkpoint written by `train_model` (or any original-format one) into `model`.
 
@@ -220,80 +139,12 @@ def load_checkpoint(model, path: str, heads: str = "required") -> dict[str, list
       path: checkpoint prefix, one of its files, or a directory with a `checkpoint` file.
       heads: "required" (every head variable must be there: a fine-tuned checkpoint),
         "if_present" (a pretraining checkpoint: missing head variables keep their fresh
-        initialisation) or "skip" (BERT models only: the encoder alone).
+        initialisation) or "skip" (the encoder alone).
 
     Raises:
       CheckpointError naming the checkpoint and the variable that is missing or mis-shaped.
     """
-    _ensure_built(model)
-    try:
-        variable_map(model)
-        known = True
-    except (TypeError, AttributeError):
-        known = False
-    if known:
-        return load_original_checkpoint(model, path, heads=heads)
-    return _load_named(model, resolve_checkpoint_prefix(path), required_all=heads == "required")
-
-
-def is_encoder_savedmodel(path: str) -> bool:
-    """Whether `path` is a directory holding a SavedModel (e.g. `export_encoder_savedmodel`'s)."""
-    return bool(path) and os.path.isdir(path) and (
-        os.path.exists(os.path.join(path, "saved_model.pb"))
-        or os.path.exists(os.path.join(path, "saved_model.pbtxt")))
-
-
-def _init_from_encoder_savedmodel(model, export_dir: str) -> None:
-    encoder = _encoder_of(model)
-    if encoder is None:
-        raise CheckpointError(f"{type(model).__name__} has no BertEncoder to initialise from the "
-                              f"SavedModel {export_dir}")
-    try:
-        loaded = tf.saved_model.load(export_dir)
-    except (OSError, ValueError, tf.errors.OpError) as e:
-        raise CheckpointError(f"cannot load the SavedModel {export_dir}: {e}") from e
-    if not hasattr(loaded, "bert_config_json") or not hasattr(loaded, "variables"):
-        raise CheckpointError(
-            f"{export_dir} is a SavedModel but not a bert_tf encoder export (no bert_config_json/"
-            "variables; it should come from bert_tf.export.export_encoder_savedmodel)")
-    source = os.path.join(export_dir, "(bert_config_json)")
-    saved_config = BertConfig.from_dict(
-        json.loads(loaded.bert_config_json.numpy().decode("utf-8")), source=source)
-    # The export holds `encoder.variables` in creation order; an encoder built from the same
-    # config has the same order, which gives every saved value its original name.
-    reference = BertEncoder(saved_config)
-    reference.build_from_config_shapes()
-    path_to_name = {v.path: n for n, v in encoder_variable_map(reference).items()}
-    saved_vars = list(loaded.variables)
-    if len(saved_vars) != len(reference.variables):
-        raise CheckpointError(f"{export_dir}: {len(saved_vars)} variables, an encoder of its "
-                              f"config has {len(reference.variables)}")
-    saved = {}
-    for ref_var, saved_var in zip(reference.variables, saved_vars):
-        name = path_to_name[ref_var.path]
-        if tuple(saved_var.shape) != tuple(ref_var.shape):
-            raise CheckpointError(f"{export_dir}: variable '{name}' has shape "
-                                  f"{tuple(saved_var.shape)}, its config says "
-                                  f"{tuple(ref_var.shape)}")
-        saved[name] = saved_var
-    targets = encoder_variable_map(encoder)
-    for name, var in targets.items():
-        if name not in saved:
-            raise CheckpointError(f"SavedModel {export_dir} has no variable '{name}' (needed for "
-                                  f"{var.path}, shape {tuple(var.shape)})")
-        if tuple(saved[name].shape) != tuple(var.shape):
-            raise CheckpointError(
-                f"SavedModel {export_dir}: variable '{name}' has shape "
-                f"{tuple(saved[name].shape)}, the model expects {tuple(var.shape)} (is the "
-                "bert_config.json the one of this SavedModel?)")
-    if saved_config.hidden_act != encoder.config.hidden_act:
-        raise CheckpointError(f"SavedModel {export_dir} was exported with hidden_act="
-                              f"{saved_config.hidden_act!r}, the model uses "
-                              f"{encoder.config.hidden_act!r}")
-    for name, var in targets.items():
-        var.assign(tf.cast(saved[name], var.dtype))
-    logging.info("Initialised %d encoder variables from the SavedModel %s; head variables keep "
-                 "their fresh initialisation", len(targets), export_dir)
+    return load_original_checkpoint(model, path, heads=heads)
 
 
 def init_model(model, init_checkpoint: str | None) -> None:
@@ -305,23 +156,82 @@ def init_model(model, init_checkpoint: str | None) -> None:
         prefix, file or directory — Google's `bert_model.ckpt`, a converted Hugging Face model, or
         one of ours (`model.ckpt-N`), whose head variables are loaded when present; or a directory
         holding our encoder SavedModel (`bert_tf.export.export_encoder_savedmodel`), which gives
-        the encoder weights.
+        the encoder weights. Load only SavedModels you trust: a SavedModel is a program.
 
     Raises:
       CheckpointError naming the file and the variable when a variable is missing or its shape
       does not fit (e.g. a checkpoint of another model size).
     """
-    _ensure_built(model)
+    checkpoint_variable_map(model)  # builds it
     if not init_checkpoint:
         return
     if is_encoder_savedmodel(init_checkpoint):
-        _init_from_encoder_savedmodel(model, init_checkpoint)
+        load_encoder_savedmodel(model, init_checkpoint)
     else:
-        load_checkpoint(model, init_checkpoint, heads="if_present")
+        load_original_checkpoint(model, init_checkpoint, heads="if_present")
+
+
+def _random_state_map(model) -> dict[str, tf.Variable]:
+    return {f"{RANDOM_STATE_SCOPE}/{name}": gen.state
+            for name, gen in seed_generators(model).items()}
+
+
+def training_state_map(model, optimizer=None) -> dict[str, tf.Variable]:
+    """Checkpoint name -> variable of everything a resume needs besides `global_step`: the
+    weights (original names), the optimizer's `<name>/adam_m` / `<name>/adam_v` slots (the
+    original AdamWeightDecayOptimizer's names) and the dropout streams' states."""
+    names = checkpoint_variable_map(model)
+    state = dict(names)
+    moments = getattr(optimizer, "moments", None)
+    if moments is not None:
+        trainable = {id(v) for v in model.trainable_variables}
+        for name, var in names.items():
+            if id(var) in trainable:
+                m, v = moments(var)
+                state[f"{name}/adam_m"] = m
+                state[f"{name}/adam_v"] = v
+    state.update(_random_state_map(model))
+    return state
+
+
+def write_checkpoint(model, output_dir: str, step: int, kept: list[str] | None = None,
+                     keep_checkpoint_max: int = 5, optimizer=None) -> str:
+    """Writes `output_dir/model.ckpt-<step>` (original names + `global_step`, and with an
+    optimizer the whole training state, see `training_state_map`) atomically, updates the
+    `checkpoint` state file and deletes the oldest checkpoints beyond `keep_checkpoint_max`.
+
+    `kept` is accepted for compatibility and ignored (the state file says what is kept).
+    Returns the prefix.
+    """
+    del kept
+    tensors: dict = dict(training_state_map(model, optimizer) if optimizer is not None
+                         else checkpoint_variable_map(model))
+    tensors["global_step"] = np.int64(step)
+    return write_step_checkpoint(tensors, output_dir, step, keep_checkpoint_max)
+
+
+def _resume(model, optimizer, prefix: str) -> int:
+    """Restores the training state of `prefix` into `model` and `optimizer`; returns its step."""
+    step = checkpoint_global_step(prefix)
+    if step is None:
+        raise CheckpointError(f"checkpoint {prefix} has no 'global_step'; it is not a training "
+                              "checkpoint of this loop (move it out of --output_dir, or pass it "
+                              "as --init_checkpoint)")
+    state = training_state_map(model, optimizer)
+    weights = checkpoint_variable_map(model)
+    extra = {n: v for n, v in state.items() if n not in weights}
+    _, missing = assign_from_checkpoint(prefix, weights, extra)
+    if missing:
+        logging.warning("%s holds the weights but not %d of the optimizer slots / dropout "
+                        "streams (e.g. %s); they restart from zero, so training continues but "
+                        "not exactly as an uninterrupted run", prefix, len(missing), missing[0])
+    optimizer.iterations.assign(step)
+    logging.info("Resumed from %s at step %d", prefix, step)
+    return step
 
 
 # ---------------------------------------------------------------------------------------------
-# Training and prediction
+# Training
 # ---------------------------------------------------------------------------------------------
 def _check_arrays(arrays: Mapping[str, np.ndarray], keys: Sequence[str]) -> int:
     if not arrays:
@@ -335,93 +245,211 @@ def _check_arrays(arrays: Mapping[str, np.ndarray], keys: Sequence[str]) -> int:
     return next(iter(sizes.values()))
 
 
+def _replica_loss(loss_value, ctx: tf.distribute.ReplicaContext) -> tf.Tensor:
+    """This replica's share of the global-batch loss (the shares sum to the global loss)."""
+    if isinstance(loss_value, (tuple, list)):
+        loss_sum, weight = (tf.cast(x, tf.float32) for x in loss_value)
+        total = ctx.all_reduce(tf.distribute.ReduceOp.SUM, tf.stop_gradient(weight))
+        return loss_sum / tf.maximum(total, 1.0)
+    loss = tf.cast(loss_value, tf.float32)
+    # A mean over this replica's examples; every replica has the same number of them.
+    return loss / ctx.num_replicas_in_sync if ctx.num_replicas_in_sync > 1 else loss
+
+
 def make_train_step(model: keras.Model, optimizer, loss_fn: LossFn,
                     input_keys: Sequence[str] = ENCODER_INPUT_KEYS, clip_norm: float = 1.0):
-    """A compiled step: forward (training=True), `loss_fn`, gradients clipped by global norm,
-    update. Returns `step(batch) -> {"loss", "learning_rate", "grad_norm"}` (scalars)."""
+    """The per-replica step: forward (training=True), `loss_fn`, gradients summed over the
+    replicas and clipped by global norm, update. Run it with `strategy.run` (or directly on one
+    device). Returns `step(batch) -> {"loss", "learning_rate", "grad_norm"}` (scalars; the loss
+    is the global batch's, the same on every replica)."""
     input_keys = tuple(input_keys)
+    optimizer.aggregate_gradients = False  # the step all-reduces itself, before clipping
 
-    @tf.function
     def step(batch):
+        ctx = tf.distribute.get_replica_context()
         learning_rate = optimizer.learning_rate  # at the pre-update iteration count
+        variables = model.trainable_variables
         with tf.GradientTape() as tape:
             outputs = model({k: batch[k] for k in input_keys}, training=True)
-            loss = tf.cast(loss_fn(outputs, batch), tf.float32)
-        variables = model.trainable_variables
-        grads = tape.gradient(loss, variables)
-        clipped, norm = clip_by_global_norm(grads, clip_norm)
+            share = _replica_loss(loss_fn(outputs, batch), ctx)
+        grads = tape.gradient(share, variables)
         # Variables without a gradient (e.g. an unused pooler) are skipped, as the original does.
-        optimizer.apply_gradients([(g, v) for g, v in zip(clipped, variables) if g is not None])
-        return {"loss": loss, "learning_rate": tf.convert_to_tensor(learning_rate),
+        pairs = [(g, v) for g, v in zip(grads, variables) if g is not None]
+        grads = [g for g, _ in pairs]
+        if ctx.num_replicas_in_sync > 1:
+            grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
+        clipped, norm = clip_by_global_norm(grads, clip_norm)
+        optimizer.apply_gradients(zip(clipped, [v for _, v in pairs]))
+        loss = ctx.all_reduce(tf.distribute.ReduceOp.SUM, share) \
+            if ctx.num_replicas_in_sync > 1 else share
+        return {"loss": loss, "learning_rate": tf.cast(learning_rate, tf.float32),
                 "grad_norm": norm}
 
     return step
 
 
+def _train_dataset_fn(arrays: Mapping[str, np.ndarray], options: FinetuneOptions,
+                      skip_steps: int):
+    """input_context -> this input pipeline's per-replica batches, after `skip_steps` global
+    batches. The example stream (repeat, seeded shuffle) is the same whatever the strategy; the
+    global batch k is examples [k·B, (k+1)·B) of it, replica r of n gets its r-th 1/n slice."""
+    global_batch = options.train_batch_size
+
+    def dataset_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
+        per_replica = ctx.get_per_replica_batch_size(global_batch)
+        ds = (tf.data.Dataset.from_tensor_slices(dict(arrays)).repeat()
+              .shuffle(buffer_size=options.shuffle_buffer, seed=options.seed)
+              .skip(skip_steps * global_batch)
+              .batch(per_replica, drop_remainder=True))
+        # Per-replica batches in order; pipeline i takes every n-th, so that replica r's part of
+        # global batch k is the same rows whatever the number of workers.
+        ds = ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
+        return ds.prefetch(tf.data.AUTOTUNE)
+
+    return dataset_fn
+
+
+def _progress_bar(target: int, start: int, enabled: bool) -> keras.utils.Progbar | None:
+    if not enabled:
+        return None
+    interactive = hasattr(sys.stdout, "isatty") and sys.stdout.isatty()
+    bar = keras.utils.Progbar(target, stateful_metrics=["loss", "lr"],
+                              interval=0.1 if interactive else 30.0, unit_name="step")
+    if start:
+        bar.update(start)
+    return bar
+
+
+def _format_eta(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "?"
+    seconds = int(seconds)
+    return f"{seconds // 3600:d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
 def train_model(model: keras.Model, arrays: Mapping[str, np.ndarray], loss_fn: LossFn,
-                options: FinetuneOptions,
-                input_keys: Sequence[str] = ENCODER_INPUT_KEYS) -> dict:
-    """Fine-tunes `model` for `options.num_train_steps` batches, as the original.
+                options: FinetuneOptions, input_keys: Sequence[str] = ENCODER_INPUT_KEYS,
+                strategy: Any = None) -> dict:
+    """Fine-tunes `model` until global step `options.num_train_steps`, as the original.
+
+    When `options.output_dir` holds a checkpoint (of an earlier, interrupted run), training
+    resumes from it: weights, optimizer slots, step, input position and dropout streams, so the
+    result equals the uninterrupted run's (bit-identical on one device). If that checkpoint is
+    already at `num_train_steps`, nothing is trained and its weights are loaded.
 
     Args:
-      model: built model; called with `{k: batch[k] for k in input_keys}` and training=True.
+      model: built model, created under `strategy.scope()` when a multi-replica strategy is
+        used; called with `{k: batch[k] for k in input_keys}` and training=True.
       arrays: name -> array with the same first dimension N (the examples): the model inputs
         (int32 [N, seq] for BERT) and whatever `loss_fn` reads (e.g. "label_ids" [N]).
-      loss_fn: (model outputs, batch) -> scalar loss.
-      options: `FinetuneOptions`.
+      loss_fn: (model outputs, batch) -> loss (see `LossFn`); the batch is one replica's part.
+      options: `FinetuneOptions`; `train_batch_size` is the global batch.
       input_keys: which arrays are model inputs.
+      strategy: None (the current strategy), a `tf.distribute.Strategy`, a strategy name, or an
+        options object with the original's TPU flags (see `distribution.resolve_strategy`).
 
     Returns:
-      {"global_step": int, "first_loss": float, "loss": float (last step),
-       "checkpoint": prefix of the last checkpoint written}.
+      {"global_step": int, "start_step": int (0, or the step resumed from), "first_loss": float
+       (first step run here), "loss": float (last step), "checkpoint": prefix of the last
+       checkpoint, "history": [{"step", "loss", "learning_rate", "grad_norm"}] of the steps run}.
 
     Raises:
-      FloatingPointError naming the step when the loss is NaN or infinite.
+      ValueError for options that cannot work (e.g. a batch the replicas cannot share, local
+      paths with a TPU); CheckpointError for a checkpoint in output_dir that does not fit;
+      FloatingPointError naming the step when the loss is NaN or infinite (nothing is saved).
     """
     options.validate()
+    strategy = resolve_strategy(strategy)
+    if is_tpu_strategy(strategy):
+        check_tpu_paths([options.output_dir], "--output_dir")
+    check_global_batch(options.train_batch_size, strategy)
+    checkpoint_variable_map(model)  # builds it
+    check_model_in_scope(model, strategy)
     num_examples = _check_arrays(arrays, input_keys)
     if num_examples < options.train_batch_size:
         logging.warning("only %d training examples for a batch of %d: each batch repeats "
                         "examples", num_examples, options.train_batch_size)
-    os.makedirs(options.output_dir, exist_ok=True)
-    dataset = (tf.data.Dataset.from_tensor_slices(dict(arrays)).repeat()
-               .shuffle(buffer_size=options.shuffle_buffer, seed=options.seed)
-               .batch(options.train_batch_size, drop_remainder=True)
-               .prefetch(tf.data.AUTOTUNE))
+    chief = is_chief(strategy)
+    output_dir = options.output_dir
+    tf.io.gfile.makedirs(output_dir)
+    if chief and "://" not in output_dir:
+        remove_stale_temp_files(output_dir)
+
     names = {var.path: name for name, var in checkpoint_variable_map(model).items()}
-    optimizer = create_optimizer(options.learning_rate, options.num_train_steps,
-                                 options.num_warmup_steps, variable_names=names)
-    step_fn = make_train_step(model, optimizer, loss_fn, input_keys, options.clip_norm)
-    kept: list[str] = []
+    with strategy.scope():
+        optimizer = create_optimizer(options.learning_rate, options.num_train_steps,
+                                     options.num_warmup_steps, variable_names=names)
+        optimizer.build(model.trainable_variables)
+    latest = latest_checkpoint(output_dir)
+    start = _resume(model, optimizer, latest) if latest else 0
     num_train_steps = options.num_train_steps
+    result = {"global_step": max(start, num_train_steps), "start_step": start,
+              "first_loss": float("nan"), "loss": float("nan"), "checkpoint": latest,
+              "history": []}
+    if start >= num_train_steps:
+        logging.info("%s is at step %d >= num_train_steps=%d: nothing to train", latest, start,
+                     num_train_steps)
+        return result
+
+    dist = strategy.distribute_datasets_from_function(
+        _train_dataset_fn(arrays, options, skip_steps=start))
+    iterator = iter(dist)
+    replica_step = make_train_step(model, optimizer, loss_fn, input_keys, options.clip_norm)
+
+    @tf.function
+    def train_step(it):
+        per_replica = strategy.run(replica_step, args=(next(it),))
+        return {k: strategy.experimental_local_results(v)[0] for k, v in per_replica.items()}
+
+    writer = (tf.summary.create_file_writer(os.path.join(output_dir, "train")) if chief
+              else tf.summary.create_noop_writer())
+    bar = _progress_bar(num_train_steps, start, options.progress and chief)
     log_every = max(1, min(100, num_train_steps // 10))
-    t_start = time.time()
-    last: dict = {}
-    first_loss = float("nan")
-    checkpoint = None
-    for step, batch in enumerate(dataset.take(num_train_steps), start=1):
-        last = step_fn(batch)
-        loss = float(last["loss"])
-        if step == 1:
-            first_loss = loss
-        if not math.isfinite(loss):
-            raise FloatingPointError(f"training loss is {loss} at step {step}; lower "
-                                     "--learning_rate or check the data")
+    t_start = t_last = time.perf_counter()
+    history = result["history"]
+    for step in range(start + 1, num_train_steps + 1):
+        out = {k: float(v) for k, v in train_step(iterator).items()}
+        if not math.isfinite(out["loss"]):
+            raise FloatingPointError(
+                f"training loss is {out['loss']} at step {step}; lower --learning_rate or check "
+                f"the data (the last checkpoint is {result['checkpoint'] or '(none)'})")
+        history.append({"step": step, **out})
+        with writer.as_default(step=step):
+            tf.summary.scalar("loss", out["loss"])
+            tf.summary.scalar("learning_rate", out["learning_rate"])
+            tf.summary.scalar("grad_norm", out["grad_norm"])
+        if bar is not None:
+            bar.update(step, [("loss", out["loss"]), ("lr", out["learning_rate"])])
         if step % log_every == 0 or step == num_train_steps:
-            elapsed = time.time() - t_start
-            logging.info("step %d/%d loss=%.4f lr=%.3g grad_norm=%.3f (%.2f steps/s)", step,
-                         num_train_steps, loss, float(last["learning_rate"]),
-                         float(last["grad_norm"]), step / max(elapsed, 1e-9))
+            now = time.perf_counter()
+            done = step - start
+            steps_per_s = min(log_every, done) / max(now - t_last, 1e-9)
+            eta = (now - t_start) / done * (num_train_steps - step)
+            t_last = now
+            logging.info("step %d/%d loss=%.4f lr=%.3g grad_norm=%.3f (%.2f steps/s, ETA %s)",
+                         step, num_train_steps, out["loss"], out["learning_rate"],
+                         out["grad_norm"], steps_per_s, _format_eta(eta))
+            with writer.as_default(step=step):
+                tf.summary.scalar("steps_per_second", steps_per_s)
         if step % options.save_checkpoints_steps == 0 or step == num_train_steps:
-            checkpoint = write_checkpoint(model, options.output_dir, step, kept,
-                                          options.keep_checkpoint_max)
-    return {"global_step": num_train_steps, "first_loss": first_loss,
-            "loss": float(last["loss"]) if last else float("nan"), "checkpoint": checkpoint}
+            writer.flush()
+            if chief:
+                result["checkpoint"] = write_checkpoint(
+                    model, output_dir, step, keep_checkpoint_max=options.keep_checkpoint_max,
+                    optimizer=optimizer)
+    writer.flush()
+    result.update(global_step=num_train_steps, first_loss=history[0]["loss"],
+                  loss=history[-1]["loss"])
+    return result
 
 
+# ---------------------------------------------------------------------------------------------
+# Prediction
+# ---------------------------------------------------------------------------------------------
 def predict_arrays(model: keras.Model, arrays: Mapping[str, np.ndarray], batch_size: int,
                    output_keys: Sequence[str],
-                   input_keys: Sequence[str] = ENCODER_INPUT_KEYS) -> dict[str, np.ndarray]:
+                   input_keys: Sequence[str] = ENCODER_INPUT_KEYS,
+                   progress: bool = True) -> dict[str, np.ndarray]:
     """Runs the model (training=False) on every example, in order; the last partial batch is kept.
 
     Args:
@@ -430,6 +458,7 @@ def predict_arrays(model: keras.Model, arrays: Mapping[str, np.ndarray], batch_s
       batch_size: examples per forward pass.
       output_keys: which model outputs to return.
       input_keys: which arrays are model inputs.
+      progress: show a Keras progress bar (examples done of N, with ETA) on stdout.
 
     Returns:
       output key -> NumPy array [N, ...] (the model's output rows concatenated).
@@ -450,6 +479,9 @@ def predict_arrays(model: keras.Model, arrays: Mapping[str, np.ndarray], batch_s
 
     inputs = {k: np.asarray(arrays[k]) for k in input_keys}
     num_examples = len(next(iter(inputs.values())))
+    interactive = hasattr(sys.stdout, "isatty") and sys.stdout.isatty()
+    bar = (keras.utils.Progbar(num_examples, interval=0.1 if interactive else 30.0,
+                               unit_name="example") if progress and num_examples else None)
     parts: dict[str, list[np.ndarray]] = {k: [] for k in output_keys}
     for start in range(0, num_examples, batch_size):
         batch = {k: v[start:start + batch_size] for k, v in inputs.items()}
@@ -462,8 +494,10 @@ def predict_arrays(model: keras.Model, arrays: Mapping[str, np.ndarray], batch_s
         out = predict_step(batch)
         for k in output_keys:
             parts[k].append(out[k].numpy()[:size])
+        if bar is not None:
+            bar.update(start + size)
         if (start + size) // 1000 > start // 1000:
-            logging.info("Processing example: %d", start + size)
+            logging.info("Processing example: %d of %d", start + size, num_examples)
     return {k: np.concatenate(parts[k], axis=0) if parts[k] else np.zeros((0,), np.float32)
             for k in output_keys}
 
@@ -477,10 +511,7 @@ def restore_for_prediction(model, output_dir: str, init_checkpoint: str | None) 
         logging.info("Using the latest checkpoint in --output_dir: %s", latest)
         init_model(model, None)
         load_checkpoint(model, latest, heads="required")
-        try:
-            return int(tf.train.load_checkpoint(latest).get_tensor("global_step"))
-        except (tf.errors.OpError, ValueError, KeyError):
-            return None
+        return checkpoint_global_step(latest)
     if not init_checkpoint:
         logging.warning("no --init_checkpoint and no checkpoint in --output_dir: "
                         "predicting with randomly initialised weights")
