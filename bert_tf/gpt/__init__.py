@@ -26,6 +26,11 @@ _LAZY = {
     "GptClassifierHead": "bert_tf.gpt.heads",
     "GptDropout": "bert_tf.gpt.dropout",
     "injected_keep_masks": "bert_tf.gpt.dropout",
+    "OriginalParamsError": "bert_tf.gpt.params_io",
+    "load_original_params": "bert_tf.gpt.params_io",
+    "save_original_params": "bert_tf.gpt.params_io",
+    "read_original_param_files": "bert_tf.gpt.params_io",
+    "write_original_param_files": "bert_tf.gpt.params_io",
 }
 
 __all__ = [*_LAZY]
