@@ -14,6 +14,11 @@ _LAZY = {
     "WordPieceTextEncoder": "bert_tf.gpt.text_encoder",
     "text_standardize": "bert_tf.gpt.text_encoder",
     "BpeFileError": "bert_tf.gpt.bpe",
+    # LM pretraining data: contiguous n_ctx windows (lm_data.py).
+    "EncoderSpec": "bert_tf.gpt.lm_data",
+    "LmDataOptions": "bert_tf.gpt.lm_data",
+    "create_gpt_lm_data": "bert_tf.gpt.lm_data",
+    "lm_dataset": "bert_tf.gpt.lm_data",
     # The model, its original parameter files and optimizer.
     "GptConfig": "bert_tf.gpt.config",
     "GptConfigError": "bert_tf.gpt.config",
