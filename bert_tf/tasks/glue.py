@@ -26,6 +26,7 @@ from typing import Iterator, Sequence
 
 from absl import logging
 
+from bert_tf import io_utils
 from bert_tf.tasks.packing import pack_tokens
 from bert_tf.tokenization import printable_text
 
@@ -81,8 +82,9 @@ class EvalSplit:
 # ---------------------------------------------------------------------------------------------
 def _open_text(path: str):
     if path.endswith(".gz"):
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8-sig", newline="")
-    return open(path, encoding="utf-8-sig", newline="")
+        return io.TextIOWrapper(gzip.GzipFile(fileobj=io_utils.open_file(path, "rb")),
+                                encoding="utf-8-sig", newline="")
+    return io_utils.open_file(path, encoding="utf-8-sig", newline="")
 
 
 def read_tsv(path: str) -> Iterator[tuple[int, list[str]]]:
@@ -91,7 +93,7 @@ def read_tsv(path: str) -> Iterator[tuple[int, list[str]]]:
     Quotes are not special (the original's `csv.reader(delimiter="\\t", quotechar=None)`); a
     byte-order mark at the start (MRPC) is dropped.
     """
-    if not os.path.exists(path):
+    if not io_utils.exists(path):
         raise GlueDataError(f"{path} does not exist")
     try:
         with _open_text(path) as f:
@@ -108,7 +110,7 @@ def find_file(data_dir: str, names: Sequence[str]) -> str:
     """The first of `names` (relative to `data_dir`) that exists; GlueDataError listing them."""
     for name in names:
         path = os.path.join(data_dir, name)
-        if os.path.exists(path):
+        if io_utils.exists(path):
             return path
     raise GlueDataError(f"none of {', '.join(names)} found in --data_dir={data_dir}")
 
@@ -392,7 +394,7 @@ class ImdbProcessor(DataProcessor):
                                   self.train_layout)
 
     def _has_dev(self, data_dir: str) -> bool:
-        return any(os.path.exists(os.path.join(data_dir, n)) for n in ("dev.tsv", "dev.tsv.gz"))
+        return any(io_utils.exists(os.path.join(data_dir, n)) for n in ("dev.tsv", "dev.tsv.gz"))
 
     def get_train_examples(self, data_dir: str, dev_file: str | None = None
                            ) -> list[InputExample]:
