@@ -3,19 +3,20 @@ from __future__ import annotations
 
 import os
 
+from bert_tf import io_utils
 from bert_tf.checkpoints import load_original_checkpoint
 from bert_tf.modeling import BertConfig, BertEncoder
 
 
 def count_vocab_lines(vocab_file: str) -> int:
     """Number of tokens in a vocab file (one per line)."""
-    with open(vocab_file, "rb") as f:
+    with io_utils.open_file(vocab_file, "rb") as f:
         return sum(1 for _ in f)
 
 
 def check_vocab_matches_config(vocab_file: str, config: BertConfig, config_file: str = "") -> None:
     """Raises ValueError if the vocab's line count is not the config's `vocab_size`."""
-    if not os.path.exists(vocab_file):
+    if not io_utils.exists(vocab_file):
         raise ValueError(f"vocab file {vocab_file} does not exist")
     n = count_vocab_lines(vocab_file)
     if n != config.vocab_size:

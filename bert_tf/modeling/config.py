@@ -9,7 +9,7 @@ import os
 import warnings
 from typing import Any, Mapping
 
-from bert_tf.io_utils import atomic_write_text
+from bert_tf.io_utils import atomic_write_text, open_file
 
 # Activations a config may name. "gelu" is the original's tanh approximation (google-research/bert
 # HEAD); "gelu_exact" is the erf form that the very first release and Hugging Face's "gelu" use.
@@ -149,7 +149,7 @@ class BertConfig:
         """Reads an original-format `bert_config.json`; errors name the file and the field."""
         path = os.fspath(json_file)
         try:
-            with open(path, encoding="utf-8") as f:
+            with open_file(path, encoding="utf-8") as f:
                 text = f.read()
         except OSError as e:
             raise ConfigError(f"cannot read BERT config file {path}: {e.strerror}") from e

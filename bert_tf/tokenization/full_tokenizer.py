@@ -105,18 +105,12 @@ def printable_text(text: str | bytes) -> str:
 
 
 def _open_vocab_bytes(vocab_file: str) -> bytes:
-    """Reads the whole vocab file; local paths with `open`, `scheme://` paths with tf.io.gfile."""
-    if "://" in vocab_file:
-        import tensorflow as tf  # Only for remote file systems (gs://, ...), as the original does.
+    """Reads the whole vocab file through bert_tf.io_utils (any TensorFlow file system)."""
+    from bert_tf import io_utils
 
-        if not tf.io.gfile.exists(vocab_file):
-            raise FileNotFoundError(f"vocab file {vocab_file} does not exist")
-        with tf.io.gfile.GFile(vocab_file, "rb") as f:
-            return f.read()
-    if not os.path.isfile(vocab_file):
+    if not io_utils.isfile(vocab_file):
         raise FileNotFoundError(f"vocab file {vocab_file} does not exist (or is not a file)")
-    with open(vocab_file, "rb") as f:
-        return f.read()
+    return io_utils.read_bytes(vocab_file)
 
 
 def load_vocab(vocab_file: str | os.PathLike) -> "collections.OrderedDict[str, int]":
