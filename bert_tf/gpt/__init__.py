@@ -36,6 +36,10 @@ _LAZY = {
     "save_original_params": "bert_tf.gpt.params_io",
     "read_original_param_files": "bert_tf.gpt.params_io",
     "write_original_param_files": "bert_tf.gpt.params_io",
+    "OpenAIAdam": "bert_tf.gpt.optimization",
+    "warmup_cosine": "bert_tf.gpt.optimization",
+    "warmup_constant": "bert_tf.gpt.optimization",
+    "warmup_linear": "bert_tf.gpt.optimization",
 }
 
 __all__ = [*_LAZY]
