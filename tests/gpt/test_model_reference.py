@@ -141,3 +141,20 @@ def test_keras_file_round_trip_gives_identical_outputs(tmp_path):
     for key in before:
         np.testing.assert_array_equal(before[key], after[key], err_msg=key)
     assert [n for n, _ in loaded.original_variables()] == [n for n, _ in model.original_variables()]
+
+
+@pytest.mark.gpt_fixtures
+def test_fixture_files_are_intact(gpt_fixtures):
+    """MANIFEST.sha256 of the fixture set: the files these tests read are the published ones."""
+    import hashlib
+    manifest = gpt_fixtures / "MANIFEST.sha256"
+    if not manifest.exists():
+        pytest.skip(f"{manifest} is absent")
+    for line in manifest.read_text().splitlines():
+        if not line.strip():
+            continue
+        digest, name = line.split(maxsplit=1)
+        if name == "README.md":
+            continue
+        data = (gpt_fixtures / name).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == digest, name
