@@ -40,6 +40,13 @@ _LAZY = {
     "warmup_cosine": "bert_tf.gpt.optimization",
     "warmup_constant": "bert_tf.gpt.optimization",
     "warmup_linear": "bert_tf.gpt.optimization",
+    "GptClassifier": "bert_tf.gpt.task_model",
+    "SpecialTokens": "bert_tf.gpt.input_transforms",
+    "InputTransformError": "bert_tf.gpt.input_transforms",
+    "classification_inputs": "bert_tf.gpt.input_transforms",
+    "entailment_inputs": "bert_tf.gpt.input_transforms",
+    "similarity_inputs": "bert_tf.gpt.input_transforms",
+    "multiple_choice_inputs": "bert_tf.gpt.input_transforms",
 }
 
 __all__ = [*_LAZY]

@@ -1,0 +1,115 @@
+"""`GptClassifier`: GPT-1 fine-tuned on a task as in the paper, with the auxiliary LM loss."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import keras
+import tensorflow as tf
+
+from bert_tf.errors import UserInputError
+from bert_tf.gpt import losses as gpt_losses
+from bert_tf.gpt.config import GptConfig
+from bert_tf.gpt.dropout import GptDropout
+from bert_tf.gpt.heads import GptClassifierHead, classify_positions
+from bert_tf.gpt.model import GptModel
+
+TASKS = ("classification", "entailment", "similarity", "multiple_choice")
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class GptClassifier(keras.Model):
+    """The decoder (`transformer`, a `GptModel` without its own classifier) plus a task head
+    read at the extract (classify) token of each sequence, as `input_transforms` builds them.
+
+    - "classification", "entailment": token_ids [B, S] -> logits [B, num_classes].
+    - "similarity": token_ids [B, 2, S] (both orders) -> the two extract states are **summed**,
+      then dropout and a linear layer -> logits [B, num_classes].
+    - "multiple_choice": token_ids [B, C, S], any C -> one score per choice, the original's `clf`
+      (w [n_embd, 1]; one dropout mask per example shared by its choices) -> logits [B, C],
+      softmax over the choices.
+
+    Variables of the head: `clf/w` [n_embd, num_classes or 1], `clf/b`. `clf_pdrop` dropout on
+    the extract states in training.
+
+    `compute_losses` gives mean(cross-entropy) + lm_coef · mean(per-sequence LM losses), the
+    paper's L3 = L2 + λ·L1 with the original's LM averaging; `lm_coef` 0 turns the LM term off.
+    """
+
+    def __init__(self, config: GptConfig | Mapping[str, Any], task: str,
+                 num_classes: int | None = None, clf_token: int | None = None,
+                 lm_coef: float = 0.5, **kwargs):
+        super().__init__(**kwargs)
+        self.config = config if isinstance(config, GptConfig) else GptConfig.from_dict(config)
+        if task not in TASKS:
+            raise UserInputError(f"GptClassifier: task {task!r} is unknown; expected one of "
+                                 f"{', '.join(TASKS)}")
+        if task != "multiple_choice" and (num_classes is None or num_classes < 2):
+            raise UserInputError(f"GptClassifier: task {task!r} needs num_classes >= 2, got "
+                                 f"{num_classes!r}")
+        if lm_coef < 0:
+            raise UserInputError(f"GptClassifier: lm_coef must be >= 0, got {lm_coef}")
+        self.task, self.lm_coef = task, float(lm_coef)
+        self.num_classes = None if task == "multiple_choice" else int(num_classes)
+        self.transformer = GptModel(self.config, clf_token=clf_token, classifier=False,
+                                    name="transformer")
+        self.clf_token = self.transformer.clf_token
+        c = self.config
+        if task == "multiple_choice":
+            self.clf = GptClassifierHead(c.n_embd, self.clf_token, c.clf_pdrop, name="clf")
+            self.clf.build()
+        else:
+            self.clf_dropout = GptDropout(c.clf_pdrop, noise_shape=(None, 1, None),
+                                          name="clf_dropout")
+            self.clf_w = self.add_weight(name="w", shape=(c.n_embd, self.num_classes),
+                                         initializer=keras.initializers.RandomNormal(stddev=0.02))
+            self.clf_b = self.add_weight(name="b", shape=(self.num_classes,), initializer="zeros")
+        self.built = True
+
+    def _expected_rank(self) -> int:
+        return 2 if self.task in ("classification", "entailment") else 3
+
+    def call(self, inputs: Mapping[str, Any], training: bool | None = None) -> dict:
+        """inputs: {"token_ids": int [B, S] or [B, C, S], optional "position_ids"}.
+        Returns {"logits": [B, num_classes] or [B, C], "lm_logits": [..., S-1, table_rows],
+        "hidden_states": [..., S, n_embd]}."""
+        token_ids = tf.convert_to_tensor(inputs["token_ids"])
+        if token_ids.shape.rank != self._expected_rank():
+            raise UserInputError(
+                f"GptClassifier({self.task}): token_ids must have rank {self._expected_rank()} "
+                f"({'[B, S]' if self._expected_rank() == 2 else '[B, C, S]'}), got shape "
+                f"{token_ids.shape}")
+        if self.task == "similarity" and token_ids.shape[1] not in (None, 2):
+            raise UserInputError(f"GptClassifier(similarity): token_ids must hold the 2 orders "
+                                 f"[B, 2, S], got shape {token_ids.shape}")
+        out = self.transformer(inputs, training=training)
+        hidden = out["hidden_states"]
+        if self.task == "multiple_choice":
+            logits, _, _ = self.clf(hidden, token_ids, training=training)
+        else:
+            positions = classify_positions(token_ids, self.clf_token)
+            states = tf.gather(hidden, positions, batch_dims=len(positions.shape))
+            if self.task == "similarity":
+                states = tf.reduce_sum(states, axis=1)  # the two orders, summed
+            states = self.clf_dropout(states[:, tf.newaxis], training=training)[:, 0]
+            logits = tf.matmul(states, tf.cast(self.clf_w, states.dtype))
+            logits = logits + tf.cast(self.clf_b, states.dtype)
+        return {"logits": logits, "lm_logits": out["lm_logits"], "hidden_states": hidden}
+
+    def compute_losses(self, outputs: Mapping[str, tf.Tensor], token_ids: Any, mask: Any,
+                       labels: Any) -> dict[str, tf.Tensor]:
+        """labels int [B]; mask float like token_ids. Returns clf_losses [B], lm_losses [...],
+        train_loss []."""
+        clf_losses = gpt_losses.classification_losses(outputs["logits"], labels)
+        token_losses = gpt_losses.lm_token_losses(outputs["lm_logits"], token_ids)
+        lm = gpt_losses.lm_losses(token_losses, mask)
+        return {"clf_losses": clf_losses, "lm_losses": lm,
+                "train_loss": gpt_losses.train_loss(clf_losses, lm, self.lm_coef)}
+
+    def get_config(self) -> dict:
+        return {"config": self.config.to_dict(), "task": self.task,
+                "num_classes": self.num_classes, "clf_token": self.clf_token,
+                "lm_coef": self.lm_coef, "name": self.name, "trainable": self.trainable}
+
+    @classmethod
+    def from_config(cls, config: dict) -> "GptClassifier":
+        return cls(**config)
