@@ -72,6 +72,7 @@ def export_encoder_savedmodel(encoder: BertEncoder, export_dir: str, overwrite: 
         overwrite=overwrite)
 
 
+@keras.saving.register_keras_serializable(package="bert_tf")
 class SavedModelEncoderLayer(keras.layers.Layer):
     """A Keras 3 layer around an encoder SavedModel, for fine-tuning it inside a Keras model.
 
@@ -81,6 +82,9 @@ class SavedModelEncoderLayer(keras.layers.Layer):
     passed through (dropout). The SavedModel's own tf.Variables become the layer's weights (the
     Keras variables wrap them, as `keras.layers.TFSMLayer` does), so optimizers update the
     variables the SavedModel's functions read.
+
+    Serializable (`get_config` holds `export_dir`): a `.keras` file of a model that contains this
+    layer re-opens the SavedModel at `export_dir` when loaded, then restores the saved weights.
     """
 
     def __init__(self, export_dir: str, trainable: bool = True, **kwargs):
@@ -100,6 +104,9 @@ class SavedModelEncoderLayer(keras.layers.Layer):
                 initializer=v, trainable=id(v) in trainable_ids, dtype=v.dtype, shape=v.shape,
                 name=v.name.split(":")[0].replace("/", "_")))
         self.built = True
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "export_dir": self.export_dir}
 
     def call(self, inputs, training=False):
         return self._encoder(dict(inputs), training=bool(training))

@@ -9,6 +9,7 @@ import tensorflow as tf
 from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling.dropout import BertDropout
 from bert_tf.modeling.embeddings import truncated_normal
+from bert_tf.modeling.serialization import init_kwargs_from_saved, register
 
 # The original adds (1 - mask) * -10000 to the attention logits of masked keys.
 MASK_ADDER = -10000.0
@@ -30,6 +31,7 @@ def attention_mask_adder(input_mask: tf.Tensor, dtype: tf.DType = tf.float32) ->
     return ((1.0 - mask) * MASK_ADDER)[:, tf.newaxis, tf.newaxis, :]
 
 
+@register
 class BertSelfAttention(keras.layers.Layer):
     """Scaled dot-product self-attention over `num_attention_heads` heads.
 
@@ -39,6 +41,7 @@ class BertSelfAttention(keras.layers.Layer):
 
     def __init__(self, config: BertConfig, **kwargs):
         super().__init__(**kwargs)
+        self.config = config
         self.num_heads = config.num_attention_heads
         self.head_size = config.head_size
         init = truncated_normal(config)
@@ -46,6 +49,13 @@ class BertSelfAttention(keras.layers.Layer):
         self.key = keras.layers.Dense(config.hidden_size, kernel_initializer=init, name="key")
         self.value = keras.layers.Dense(config.hidden_size, kernel_initializer=init, name="value")
         self.dropout = BertDropout(config.attention_probs_dropout_prob)
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "config": self.config.to_dict()}
+
+    @classmethod
+    def from_config(cls, config: dict):
+        return cls(**init_kwargs_from_saved(config))
 
     def build(self, input_shape) -> None:
         for dense in (self.query, self.key, self.value):

@@ -6,6 +6,7 @@ import tensorflow as tf
 
 from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling.dropout import BertDropout
+from bert_tf.modeling.serialization import init_kwargs_from_saved, register
 
 LAYER_NORM_EPSILON = 1e-12
 
@@ -20,6 +21,7 @@ def layer_norm(name: str) -> keras.layers.LayerNormalization:
     return keras.layers.LayerNormalization(axis=-1, epsilon=LAYER_NORM_EPSILON, name=name)
 
 
+@register
 class BertEmbeddings(keras.layers.Layer):
     """Sum of word, token-type and position embeddings, LayerNorm (eps 1e-12), then dropout.
 
@@ -33,6 +35,13 @@ class BertEmbeddings(keras.layers.Layer):
         self.config = config
         self.layer_norm = layer_norm("LayerNorm")
         self.dropout = BertDropout(config.hidden_dropout_prob)
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "config": self.config.to_dict()}
+
+    @classmethod
+    def from_config(cls, config: dict):
+        return cls(**init_kwargs_from_saved(config))
 
     def build(self, input_shape=None) -> None:
         c = self.config

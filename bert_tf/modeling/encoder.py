@@ -9,6 +9,7 @@ import tensorflow as tf
 from bert_tf.modeling.attention import attention_mask_adder
 from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling.embeddings import BertEmbeddings, truncated_normal
+from bert_tf.modeling.serialization import DummyBatchBuilt, init_kwargs_from_saved, register
 from bert_tf.modeling.transformer import BertTransformerBlock
 
 # Input names follow the TF Hub BERT convention; the original's names are accepted too.
@@ -35,7 +36,8 @@ def canonical_inputs(inputs: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
     return {name: out[name] for name in INPUT_NAMES}
 
 
-class BertEncoder(keras.Model):
+@register
+class BertEncoder(DummyBatchBuilt, keras.Model):
     """The BERT network without heads (`bert/` in the original checkpoint).
 
     Call with a dict of int32 [batch, seq_len] tensors `input_word_ids`, `input_mask`,
@@ -61,12 +63,21 @@ class BertEncoder(keras.Model):
         kwargs.setdefault("name", "bert")
         super().__init__(**kwargs)
         self.config = config
+        self.xla_gelu_in_training = xla_gelu_in_training
         self.embeddings = BertEmbeddings(config, name="embeddings")
         self.blocks = [BertTransformerBlock(config, xla_gelu_in_training=xla_gelu_in_training,
                                             name=f"layer_{i}")
                        for i in range(config.num_hidden_layers)]
         self.pooler = keras.layers.Dense(config.hidden_size, activation="tanh",
                                          kernel_initializer=truncated_normal(config), name="pooler")
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "config": self.config.to_dict(),
+                "xla_gelu_in_training": self.xla_gelu_in_training}
+
+    @classmethod
+    def from_config(cls, config: dict):
+        return cls(**init_kwargs_from_saved(config))
 
     def build(self, input_shape=None) -> None:
         h = (None, None, self.config.hidden_size)

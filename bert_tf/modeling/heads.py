@@ -13,6 +13,7 @@ import tensorflow as tf
 from bert_tf.modeling.activations import get_activation
 from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling.embeddings import layer_norm, truncated_normal
+from bert_tf.modeling.serialization import init_kwargs_from_saved, register
 
 
 def gather_indexes(sequence_tensor: tf.Tensor, positions: tf.Tensor) -> tf.Tensor:
@@ -29,7 +30,8 @@ def gather_indexes(sequence_tensor: tf.Tensor, positions: tf.Tensor) -> tf.Tenso
     return tf.reshape(gathered, [-1, tf.shape(sequence_tensor)[-1]])
 
 
-class _OutputProjection(keras.layers.Layer):
+@register
+class OutputProjection(keras.layers.Layer):
     """logits = x @ output_weights^T + output_bias, with weights stored [num_outputs, H] as the
     original stores them (not a Dense kernel [H, num_outputs])."""
 
@@ -37,7 +39,12 @@ class _OutputProjection(keras.layers.Layer):
         super().__init__(**kwargs)
         self.num_outputs = num_outputs
         self.hidden_size = hidden_size
-        self.initializer = initializer
+        self.initializer = keras.initializers.get(initializer)
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "num_outputs": self.num_outputs,
+                "hidden_size": self.hidden_size,
+                "initializer": keras.initializers.serialize(self.initializer)}
 
     def build(self, input_shape=None) -> None:
         self.output_weights = self.add_weight(name="output_weights",
@@ -56,14 +63,16 @@ class _OutputProjection(keras.layers.Layer):
         return tf.reshape(logits, tf.concat([tf.shape(x)[:-1], [self.num_outputs]], axis=0))
 
 
+@register
 class MaskedLMHead(keras.layers.Layer):
     """Masked-LM head: transform (dense + activation + LayerNorm), then logits over the vocabulary
     with output weights tied to the word embedding table and a separate output bias.
 
     `embedding_table` is the encoder's `word_embeddings` variable [vocab_size, H] (not copied).
+    It is not part of the Keras config: the owner (`BertPretrainer`) ties it when it builds.
     """
 
-    def __init__(self, config: BertConfig, embedding_table, **kwargs):
+    def __init__(self, config: BertConfig, embedding_table=None, **kwargs):
         kwargs.setdefault("name", "predictions")
         super().__init__(**kwargs)
         self.config = config
@@ -72,6 +81,31 @@ class MaskedLMHead(keras.layers.Layer):
             config.hidden_size, activation=get_activation(config.hidden_act),
             kernel_initializer=truncated_normal(config), name="transform_dense")
         self.transform_layer_norm = layer_norm("transform_LayerNorm")
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "config": self.config.to_dict()}
+
+    @classmethod
+    def from_config(cls, config: dict):
+        return cls(**init_kwargs_from_saved(config))
+
+    def _own_variables(self) -> list:
+        """This layer's variables without the tied table (Keras tracks it here too, since it is
+        an attribute; it is saved once, by the encoder that owns it)."""
+        return [v for v in self._trainable_variables + self._non_trainable_variables
+                if v is not self.embedding_table]
+
+    def save_own_variables(self, store) -> None:
+        for i, v in enumerate(self._own_variables()):
+            store[f"{i}"] = v
+
+    def load_own_variables(self, store) -> None:
+        own = self._own_variables()
+        if len(store.keys()) != len(own):
+            raise ValueError(f"layer '{self.name}' has {len(own)} variables of its own; the file "
+                             f"holds {len(store.keys())}")
+        for i, v in enumerate(own):
+            v.assign(store[f"{i}"])
 
     def build(self, input_shape=None) -> None:
         self.transform_dense.build((None, self.config.hidden_size))
@@ -109,14 +143,24 @@ class MaskedLMHead(keras.layers.Layer):
         return tf.reshape(logits, [batch, -1, self.config.vocab_size])
 
 
-class NextSentenceHead(_OutputProjection):
+@register
+class NextSentenceHead(OutputProjection):
     """Next-sentence prediction: pooled [batch, H] -> logits [batch, 2] (0 = IsNext, 1 = random)."""
 
     def __init__(self, config: BertConfig, **kwargs):
         kwargs.setdefault("name", "seq_relationship")
         super().__init__(2, config.hidden_size, truncated_normal(config), **kwargs)
+        self.config = config
+
+    def get_config(self) -> dict:
+        return {**keras.layers.Layer.get_config(self), "config": self.config.to_dict()}
+
+    @classmethod
+    def from_config(cls, config: dict):
+        return cls(**init_kwargs_from_saved(config))
 
 
+@register
 class ClassificationHead(keras.layers.Layer):
     """Sequence classification/regression on the pooled [CLS] vector (run_classifier.py).
 
@@ -126,10 +170,19 @@ class ClassificationHead(keras.layers.Layer):
     def __init__(self, config: BertConfig, num_labels: int, dropout_rate: float = 0.1, **kwargs):
         kwargs.setdefault("name", "classifier")
         super().__init__(**kwargs)
+        self.config = config
         self.num_labels = num_labels
         self.dropout = keras.layers.Dropout(dropout_rate)
-        self.projection = _OutputProjection(num_labels, config.hidden_size,
-                                            truncated_normal(config), name="output")
+        self.projection = OutputProjection(num_labels, config.hidden_size,
+                                           truncated_normal(config), name="output")
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "config": self.config.to_dict(),
+                "num_labels": self.num_labels, "dropout_rate": self.dropout.rate}
+
+    @classmethod
+    def from_config(cls, config: dict):
+        return cls(**init_kwargs_from_saved(config))
 
     def build(self, input_shape=None) -> None:
         self.projection.build(None)
@@ -139,14 +192,23 @@ class ClassificationHead(keras.layers.Layer):
         return self.projection(self.dropout(pooled_output, training=training))
 
 
+@register
 class SpanHead(keras.layers.Layer):
     """SQuAD span head: sequence [batch, seq, H] -> (start_logits, end_logits), each [batch, seq]."""
 
     def __init__(self, config: BertConfig, **kwargs):
         kwargs.setdefault("name", "squad")
         super().__init__(**kwargs)
-        self.projection = _OutputProjection(2, config.hidden_size, truncated_normal(config),
-                                            name="output")
+        self.config = config
+        self.projection = OutputProjection(2, config.hidden_size, truncated_normal(config),
+                                           name="output")
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "config": self.config.to_dict()}
+
+    @classmethod
+    def from_config(cls, config: dict):
+        return cls(**init_kwargs_from_saved(config))
 
     def build(self, input_shape=None) -> None:
         self.projection.build(None)
@@ -157,16 +219,26 @@ class SpanHead(keras.layers.Layer):
         return logits[..., 0], logits[..., 1]
 
 
+@register
 class TokenClassificationHead(keras.layers.Layer):
     """Per-token labels (NER): dropout(sequence [batch, seq, H]) -> logits [batch, seq, num_labels]."""
 
     def __init__(self, config: BertConfig, num_labels: int, dropout_rate: float = 0.1, **kwargs):
         kwargs.setdefault("name", "token_classifier")
         super().__init__(**kwargs)
+        self.config = config
         self.num_labels = num_labels
         self.dropout = keras.layers.Dropout(dropout_rate)
-        self.projection = _OutputProjection(num_labels, config.hidden_size,
-                                            truncated_normal(config), name="output")
+        self.projection = OutputProjection(num_labels, config.hidden_size,
+                                           truncated_normal(config), name="output")
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "config": self.config.to_dict(),
+                "num_labels": self.num_labels, "dropout_rate": self.dropout.rate}
+
+    @classmethod
+    def from_config(cls, config: dict):
+        return cls(**init_kwargs_from_saved(config))
 
     def build(self, input_shape=None) -> None:
         self.projection.build(None)
@@ -176,6 +248,7 @@ class TokenClassificationHead(keras.layers.Layer):
         return self.projection(self.dropout(sequence_output, training=training))
 
 
+@register
 class MultipleChoiceHead(keras.layers.Layer):
     """SWAG-style multiple choice: one score per choice from its pooled [CLS] vector.
 
@@ -185,10 +258,19 @@ class MultipleChoiceHead(keras.layers.Layer):
     def __init__(self, config: BertConfig, num_choices: int, dropout_rate: float = 0.1, **kwargs):
         kwargs.setdefault("name", "multiple_choice")
         super().__init__(**kwargs)
+        self.config = config
         self.num_choices = num_choices
         self.dropout = keras.layers.Dropout(dropout_rate)
-        self.projection = _OutputProjection(1, config.hidden_size, truncated_normal(config),
-                                            name="output")
+        self.projection = OutputProjection(1, config.hidden_size, truncated_normal(config),
+                                           name="output")
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "config": self.config.to_dict(),
+                "num_choices": self.num_choices, "dropout_rate": self.dropout.rate}
+
+    @classmethod
+    def from_config(cls, config: dict):
+        return cls(**init_kwargs_from_saved(config))
 
     def build(self, input_shape=None) -> None:
         self.projection.build(None)

@@ -1,7 +1,11 @@
 """Encoder + head compositions: the pretraining model and the paper's fine-tuning models.
 
 Each model owns a `BertEncoder` as `.encoder` and its head(s); each `call` returns a dict of named
-tensors so that losses, metrics and SavedModel signatures refer to outputs by name.
+tensors so that losses, metrics and SavedModel signatures refer to outputs by name. The fine-tuning
+models return exactly their predictions (`logits`, or `start_logits` and `end_logits`), so that
+`compile(loss=..., metrics=...)` pairs them with the labels as Keras does for any model (a plain
+label array for a one-output model, or a dict keyed by output name). Every model round-trips
+through `.keras` (`model.save`, `keras.models.load_model`); see `serialization`.
 """
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling.encoder import BertEncoder, canonical_inputs
 from bert_tf.modeling.heads import (ClassificationHead, MaskedLMHead, MultipleChoiceHead,
                                     NextSentenceHead, SpanHead, TokenClassificationHead)
+from bert_tf.modeling.serialization import DummyBatchBuilt, init_kwargs_from_saved, register
 
 
 def _dummy_inputs(seq_len: int = 2, batch: int = 1) -> dict[str, tf.Tensor]:
@@ -21,7 +26,8 @@ def _dummy_inputs(seq_len: int = 2, batch: int = 1) -> dict[str, tf.Tensor]:
     return {"input_word_ids": ids, "input_mask": ids + 1, "input_type_ids": ids}
 
 
-class BertPretrainer(keras.Model):
+@register
+class BertPretrainer(DummyBatchBuilt, keras.Model):
     """Encoder + masked-LM head + next-sentence head (`bert/*` and `cls/*` in the original).
 
     Inputs: the encoder inputs plus `masked_lm_positions` int [batch, P].
@@ -44,9 +50,20 @@ class BertPretrainer(keras.Model):
         super().__init__(**kwargs)
         self.config = config
         self.last_layer_at_predictions_only = last_layer_at_predictions_only
+        self.xla_gelu_in_training = xla_gelu_in_training
         self.encoder = encoder or BertEncoder(config, xla_gelu_in_training=xla_gelu_in_training)
         self.masked_lm = MaskedLMHead(config, None)
         self.next_sentence = NextSentenceHead(config)
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "config": self.config.to_dict(),
+                "encoder": keras.saving.serialize_keras_object(self.encoder),
+                "last_layer_at_predictions_only": self.last_layer_at_predictions_only,
+                "xla_gelu_in_training": self.xla_gelu_in_training}
+
+    @classmethod
+    def from_config(cls, config: dict):
+        return cls(**init_kwargs_from_saved(config))
 
     def build(self, input_shape=None) -> None:
         if not self.encoder.built:
@@ -79,8 +96,12 @@ class BertPretrainer(keras.Model):
         return self
 
 
-class BertClassifier(keras.Model):
-    """Sentence(-pair) classification or regression (GLUE): outputs `logits` [batch, num_labels]."""
+@register
+class BertClassifier(DummyBatchBuilt, keras.Model):
+    """Sentence(-pair) classification or regression (GLUE): outputs `logits` [batch, num_labels].
+
+    (The [CLS] vector it classifies is `model.encoder(inputs)["pooled_output"]`.)
+    """
 
     def __init__(self, config: BertConfig, num_labels: int, encoder: BertEncoder | None = None,
                  dropout_rate: float = 0.1, **kwargs):
@@ -91,17 +112,26 @@ class BertClassifier(keras.Model):
         self.encoder = encoder or BertEncoder(config)
         self.classifier = ClassificationHead(config, num_labels, dropout_rate)
 
+    def get_config(self) -> dict:
+        return {**super().get_config(), "config": self.config.to_dict(),
+                "encoder": keras.saving.serialize_keras_object(self.encoder),
+                "num_labels": self.num_labels, "dropout_rate": self.classifier.dropout.rate}
+
+    @classmethod
+    def from_config(cls, config: dict):
+        return cls(**init_kwargs_from_saved(config))
+
     def call(self, inputs: Mapping[str, tf.Tensor], training: bool | None = None) -> dict:
         outputs = self.encoder(canonical_inputs(inputs), training=training)
-        return {"logits": self.classifier(outputs["pooled_output"], training=training),
-                "pooled_output": outputs["pooled_output"]}
+        return {"logits": self.classifier(outputs["pooled_output"], training=training)}
 
     def build_from_config_shapes(self, seq_len: int = 2) -> "BertClassifier":
         self(_dummy_inputs(seq_len))
         return self
 
 
-class BertSpanLabeler(keras.Model):
+@register
+class BertSpanLabeler(DummyBatchBuilt, keras.Model):
     """SQuAD: outputs `start_logits` and `end_logits`, each [batch, seq_len]."""
 
     def __init__(self, config: BertConfig, encoder: BertEncoder | None = None, **kwargs):
@@ -110,6 +140,14 @@ class BertSpanLabeler(keras.Model):
         self.config = config
         self.encoder = encoder or BertEncoder(config)
         self.span = SpanHead(config)
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "config": self.config.to_dict(),
+                "encoder": keras.saving.serialize_keras_object(self.encoder)}
+
+    @classmethod
+    def from_config(cls, config: dict):
+        return cls(**init_kwargs_from_saved(config))
 
     def call(self, inputs: Mapping[str, tf.Tensor], training: bool | None = None) -> dict:
         outputs = self.encoder(canonical_inputs(inputs), training=training)
@@ -121,7 +159,8 @@ class BertSpanLabeler(keras.Model):
         return self
 
 
-class BertTokenClassifier(keras.Model):
+@register
+class BertTokenClassifier(DummyBatchBuilt, keras.Model):
     """Token labelling (CoNLL-2003 NER): outputs `logits` [batch, seq_len, num_labels]."""
 
     def __init__(self, config: BertConfig, num_labels: int, encoder: BertEncoder | None = None,
@@ -133,6 +172,15 @@ class BertTokenClassifier(keras.Model):
         self.encoder = encoder or BertEncoder(config)
         self.token_classifier = TokenClassificationHead(config, num_labels, dropout_rate)
 
+    def get_config(self) -> dict:
+        return {**super().get_config(), "config": self.config.to_dict(),
+                "encoder": keras.saving.serialize_keras_object(self.encoder),
+                "num_labels": self.num_labels, "dropout_rate": self.token_classifier.dropout.rate}
+
+    @classmethod
+    def from_config(cls, config: dict):
+        return cls(**init_kwargs_from_saved(config))
+
     def call(self, inputs: Mapping[str, tf.Tensor], training: bool | None = None) -> dict:
         outputs = self.encoder(canonical_inputs(inputs), training=training)
         return {"logits": self.token_classifier(outputs["sequence_output"], training=training)}
@@ -142,7 +190,8 @@ class BertTokenClassifier(keras.Model):
         return self
 
 
-class BertMultipleChoice(keras.Model):
+@register
+class BertMultipleChoice(DummyBatchBuilt, keras.Model):
     """SWAG-style multiple choice.
 
     Inputs: encoder inputs of shape [batch, num_choices, seq_len]. Outputs `logits` [batch, num_choices].
@@ -156,6 +205,15 @@ class BertMultipleChoice(keras.Model):
         self.num_choices = num_choices
         self.encoder = encoder or BertEncoder(config)
         self.multiple_choice = MultipleChoiceHead(config, num_choices, dropout_rate)
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "config": self.config.to_dict(),
+                "encoder": keras.saving.serialize_keras_object(self.encoder),
+                "num_choices": self.num_choices, "dropout_rate": self.multiple_choice.dropout.rate}
+
+    @classmethod
+    def from_config(cls, config: dict):
+        return cls(**init_kwargs_from_saved(config))
 
     def call(self, inputs: Mapping[str, tf.Tensor], training: bool | None = None) -> dict:
         flat = {k: tf.reshape(v, [-1, tf.shape(v)[-1]]) for k, v in canonical_inputs(inputs).items()}

@@ -9,8 +9,10 @@ from bert_tf.modeling.attention import BertSelfAttention
 from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling.dropout import BertDropout
 from bert_tf.modeling.embeddings import layer_norm, truncated_normal
+from bert_tf.modeling.serialization import init_kwargs_from_saved, register
 
 
+@register
 class BertTransformerBlock(keras.layers.Layer):
     """Self-attention → dense → dropout → LayerNorm(+residual) → FFN → dropout → LayerNorm(+residual).
 
@@ -25,6 +27,7 @@ class BertTransformerBlock(keras.layers.Layer):
     def __init__(self, config: BertConfig, xla_gelu_in_training: bool = False, **kwargs):
         super().__init__(**kwargs)
         init = truncated_normal(config)
+        self.config = config
         self.xla_gelu_in_training = xla_gelu_in_training
         self.hidden_size = config.hidden_size
         self.attention = BertSelfAttention(config, name="self")
@@ -39,6 +42,14 @@ class BertTransformerBlock(keras.layers.Layer):
                                                name="output_dense")
         self.output_dropout = BertDropout(config.hidden_dropout_prob)
         self.output_layer_norm = layer_norm("output_LayerNorm")
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "config": self.config.to_dict(),
+                "xla_gelu_in_training": self.xla_gelu_in_training}
+
+    @classmethod
+    def from_config(cls, config: dict):
+        return cls(**init_kwargs_from_saved(config))
 
     def build(self, input_shape) -> None:
         h = (None, None, self.hidden_size)

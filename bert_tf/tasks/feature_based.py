@@ -30,6 +30,7 @@ import tensorflow as tf
 from bert_tf.feature_extraction import combine_layers
 from bert_tf.modeling import BertConfig, BertEncoder
 from bert_tf.modeling.encoder import canonical_inputs
+from bert_tf.modeling.serialization import DummyBatchBuilt, init_kwargs_from_saved, register
 
 FEATURE_LAYERS = ("embeddings", "second_to_last", "last", "sum_last_four",
                   "weighted_sum_last_four", "concat_last_four", "sum_all", "weighted_sum_all")
@@ -53,6 +54,7 @@ def feature_size(mode: str, hidden_size: int) -> int:
     return 4 * hidden_size if mode == "concat_last_four" else hidden_size
 
 
+@register
 class ScalarMix(keras.layers.Layer):
     """Learned weighted sum of layers: γ · Σ_j softmax(w)_j · h_j (ELMo's scalar mix).
 
@@ -66,6 +68,9 @@ class ScalarMix(keras.layers.Layer):
         if num_layers <= 0:
             raise ValueError(f"num_layers must be positive, got {num_layers}")
         self.num_layers = num_layers
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "num_layers": self.num_layers}
 
     def build(self, input_shape=None) -> None:
         self.layer_weights = self.add_weight(name="layer_weights", shape=(self.num_layers,),
@@ -105,7 +110,8 @@ def select_features(encoder_outputs: Mapping[str, tf.Tensor], mode: str,
     return combine_layers(layers, mode)
 
 
-class FeatureBasedTagger(keras.Model):
+@register
+class FeatureBasedTagger(DummyBatchBuilt, keras.Model):
     """Frozen BERT features → `lstm_layers` BiLSTM layers → dropout → linear tag classifier.
 
     Inputs: the encoder inputs, int32 [batch, seq] (`input_mask` also masks the BiLSTMs, so
@@ -135,6 +141,9 @@ class FeatureBasedTagger(keras.Model):
         self.config = config
         self.num_labels = num_labels
         self.feature_layers = feature_layers
+        self.lstm_units = lstm_units
+        self.lstm_layers = lstm_layers
+        self.dropout_rate = dropout_rate
         self.encoder = encoder or BertEncoder(config)
         self.encoder.trainable = False
         self.scalar_mix = None
@@ -153,6 +162,17 @@ class FeatureBasedTagger(keras.Model):
             num_labels, name="classifier",
             kernel_initializer=keras.initializers.TruncatedNormal(
                 stddev=config.initializer_range))
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "config": self.config.to_dict(),
+                "num_labels": self.num_labels, "feature_layers": self.feature_layers,
+                "lstm_units": self.lstm_units, "lstm_layers": self.lstm_layers,
+                "dropout_rate": self.dropout_rate,
+                "encoder": keras.saving.serialize_keras_object(self.encoder)}
+
+    @classmethod
+    def from_config(cls, config: dict):
+        return cls(**init_kwargs_from_saved(config))
 
     def call(self, inputs: Mapping[str, tf.Tensor], training: bool | None = None) -> dict:
         inputs = canonical_inputs(inputs)

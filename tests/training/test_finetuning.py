@@ -95,8 +95,8 @@ def test_loss_falls_checkpoints_rotate_and_reload(tmp_path):
 def test_predict_keeps_order_and_last_partial_batch():
     model = make_classifier()
     arrays = toy_arrays(11)
-    out = predict_arrays(model, arrays, batch_size=4, output_keys=["logits", "pooled_output"])
-    assert out["logits"].shape == (11, 2) and out["pooled_output"].shape == (11, 32)
+    out = predict_arrays(model, arrays, batch_size=4, output_keys=["logits"])
+    assert out["logits"].shape == (11, 2)
     for i in (0, 5, 10):  # rows match one-by-one prediction, in order
         single = model({k: arrays[k][i:i + 1] for k in finetuning.ENCODER_INPUT_KEYS},
                        training=False)
@@ -194,3 +194,98 @@ def test_other_task_models_get_original_encoder_names(tmp_path):
         np.testing.assert_array_equal(value, weights(fresh)[name], err_msg=name)
     with pytest.raises(CheckpointError, match="has no variable .*my_head"):
         finetuning.load_checkpoint(_EncoderPlusDense(tiny_config()), ckpt)  # head required
+
+
+def dropout_config() -> BertConfig:
+    config = tiny_config()
+    config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.1
+    return config
+
+
+def _checkpoint_tensors(prefix: str) -> dict[str, np.ndarray]:
+    return read_checkpoint(prefix)
+
+
+def test_interrupted_run_resumes_bit_identical(tmp_path):
+    """Dropout 0.1: a run stopped after its step-3 checkpoint (here by a NaN at step 5) and
+    started again with the same output_dir continues exactly: the final checkpoint (weights,
+    adam slots, dropout streams, step) and the losses of steps 4..8 equal the uninterrupted
+    run's, bit for bit."""
+    arrays = toy_arrays(40)
+
+    def options(out):
+        return FinetuneOptions(output_dir=str(out), learning_rate=1e-3, num_train_steps=8,
+                               num_warmup_steps=2, train_batch_size=4, save_checkpoints_steps=3,
+                               progress=False)
+
+    full = train_model(make_classifier(dropout_config()), arrays, classification_loss,
+                       options(tmp_path / "full"))
+    calls = tf.Variable(0)
+
+    def fails_at_step_5(outputs, batch):
+        calls.assign_add(1)
+        poison = tf.where(tf.equal(calls, 5), np.float32(np.nan), np.float32(1.0))
+        return classification_loss(outputs, batch) * poison
+
+    out = tmp_path / "resumed"
+    with pytest.raises(FloatingPointError, match="at step 5.*model.ckpt-3"):
+        train_model(make_classifier(dropout_config()), arrays, fails_at_step_5, options(out))
+    assert latest_checkpoint(str(out)) == str(out / "model.ckpt-3")
+    again = train_model(make_classifier(dropout_config(), seed=7), arrays, classification_loss,
+                        options(out))
+    assert again["start_step"] == 3
+    assert [r["step"] for r in again["history"]] == [4, 5, 6, 7, 8]
+    assert [r["loss"] for r in again["history"]] == [r["loss"] for r in full["history"][3:]]
+    a = _checkpoint_tensors(full["checkpoint"])
+    b = _checkpoint_tensors(again["checkpoint"])
+    assert sorted(a) == sorted(b)
+    assert "output_weights/adam_m" in a and "bert/encoder/layer_0/output/dense/kernel/adam_v" in a
+    assert any(n.startswith(finetuning.RANDOM_STATE_SCOPE) for n in a)
+    assert int(a["global_step"]) == 8
+    for name in a:
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+    # Dropout is really on: the streams advanced, and the curves of both runs were drawn.
+    assert os.path.exists(out / "curves.png") and os.path.exists(tmp_path / "full" / "curves.png")
+    # A finished run is not trained again: its weights are loaded.
+    done = train_model(make_classifier(dropout_config(), seed=9), arrays, classification_loss,
+                       options(out))
+    assert done["start_step"] == 8 and done["history"] == []
+
+
+def test_init_from_dropout_savedmodel(tmp_path):
+    """Every published config has dropout 0.1: its encoder SavedModel (which also holds the
+    dropout layers' seed states) initialises a classifier as the TF1 checkpoint does."""
+    from bert_tf.export.encoder import export_encoder_savedmodel
+
+    keras.utils.set_random_seed(5)
+    encoder = BertEncoder(dropout_config()).build_from_config_shapes()
+    ckpt = save_original_checkpoint(encoder, str(tmp_path / "bert_model.ckpt"))
+    export_dir = export_encoder_savedmodel(encoder, str(tmp_path / "encoder_savedmodel"))
+    from_ckpt = make_classifier(dropout_config(), seed=1)
+    from_savedmodel = make_classifier(dropout_config(), seed=1)
+    init_model(from_ckpt, ckpt)
+    init_model(from_savedmodel, export_dir)
+    a, b = weights(from_ckpt), weights(from_savedmodel)
+    for name, value in finetuning.encoder_variable_map(encoder).items():
+        np.testing.assert_array_equal(b[name], np.array(value), err_msg=name)
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+def test_curves_from_events_keep_the_resumed_values(tmp_path):
+    from bert_tf.plotting import plot_training_curves, read_scalars
+
+    logdir = tmp_path / "train"
+    for run, values in enumerate(([1.0, 2.0, 3.0], [20.0, 30.0])):  # second run resumes at 2
+        writer = tf.summary.create_file_writer(str(logdir))
+        with writer.as_default():
+            for i, v in enumerate(values):
+                tf.summary.scalar("loss", v, step=i + 1 + run)
+        writer.close()
+    assert read_scalars(tmp_path)["loss"] == [(1, 1.0), (2, 20.0), (3, 30.0)]
+    png = plot_training_curves(tmp_path, tmp_path / "curves.png")
+    assert open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+    history = [{"step": 1, "loss": 0.7, "learning_rate": 0.0}, {"step": 2, "loss": 0.5,
+                                                                 "learning_rate": 1e-4}]
+    assert os.path.getsize(plot_training_curves(history, tmp_path / "h.png")) > 1000
+    with pytest.raises(FileNotFoundError, match="no TensorBoard events"):
+        read_scalars(tmp_path / "nothing")
