@@ -36,6 +36,8 @@ _LAZY = {
     "save_original_params": "bert_tf.gpt.params_io",
     "read_original_param_files": "bert_tf.gpt.params_io",
     "write_original_param_files": "bert_tf.gpt.params_io",
+    "original_params_to_keras": "bert_tf.gpt.params_io",
+    "keras_to_original_params": "bert_tf.gpt.params_io",
     "OpenAIAdam": "bert_tf.gpt.optimization",
     "warmup_cosine": "bert_tf.gpt.optimization",
     "warmup_constant": "bert_tf.gpt.optimization",

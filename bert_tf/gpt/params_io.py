@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from typing import Sequence
 
 import numpy as np
@@ -142,6 +143,14 @@ def load_original_params(model, folder: str | os.PathLike, n_transfer: int = TRA
     values = original_arrays_to_variables(read_original_param_files(folder), model.config,
                                           seed=seed, source=source)
     count = 0 if n_transfer == -1 else 1 + ARRAYS_PER_LAYER * n_transfer
+    file_layers = (len(values) - 1) // ARRAYS_PER_LAYER
+    if n_transfer > model.config.n_layer and file_layers > model.config.n_layer:
+        # train.py would go on assigning layer arrays to the next variables (and fail on
+        # clf/w); say what to do instead.
+        raise OriginalParamsError(
+            f"{source}: the files hold {file_layers} layers but the model has "
+            f"{model.config.n_layer}; pass n_transfer={model.config.n_layer} (train.py's "
+            "--n_transfer) to transfer only the first ones")
     pairs = list(zip(model.original_variables()[:count], values[:count]))
     for index, ((name, variable), value) in enumerate(pairs):
         if tuple(variable.shape) != value.shape:
@@ -195,3 +204,37 @@ def save_original_params(model, folder: str | os.PathLike, overwrite: bool = Fal
     """Writes a `GptModel` as an original params folder that train.py (and
     `load_original_params`) can load (position table of n_ctx rows)."""
     write_original_param_files(folder, model_to_original_arrays(model), overwrite=overwrite)
+
+
+def original_params_to_keras(params_folder: str | os.PathLike, config: GptConfig,
+                             output_path: str | os.PathLike, n_transfer: int = TRAIN_PY_N_TRANSFER,
+                             seed: int = TRAIN_PY_SEED, clf_token: int | None = None) -> None:
+    """Original params folder -> a `.keras` file of a `GptModel` (the classifier keeps its
+    initialisation, as in train.py). Refuses to overwrite `output_path`."""
+    from bert_tf.gpt.model import GptModel
+    output_path = os.fspath(output_path)
+    if os.path.exists(output_path):
+        raise OriginalParamsError(f"{output_path}: exists; refusing to overwrite")
+    model = GptModel(config, clf_token=clf_token)
+    load_original_params(model, params_folder, n_transfer=n_transfer, seed=seed)
+    parent = os.path.dirname(os.path.abspath(output_path))
+    os.makedirs(parent, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=parent, prefix=".gpt_convert_") as tmp_dir:
+        tmp = os.path.join(tmp_dir, "model.keras")  # Keras needs the .keras suffix
+        model.save(tmp)
+        os.replace(tmp, output_path)
+
+
+def keras_to_original_params(model_path: str | os.PathLike, params_folder: str | os.PathLike,
+                             overwrite: bool = False) -> None:
+    """A `.keras` file of a `GptModel` (or a `GptClassifier`: its transformer) -> original
+    params folder."""
+    import keras
+    path = os.fspath(model_path)
+    if not os.path.exists(path):
+        raise OriginalParamsError(f"{path}: no such .keras file")
+    model = keras.models.load_model(path)
+    model = getattr(model, "transformer", model)
+    if not hasattr(model, "original_variables"):
+        raise OriginalParamsError(f"{path}: holds a {type(model).__name__}, not a GPT model")
+    save_original_params(model, params_folder, overwrite=overwrite)

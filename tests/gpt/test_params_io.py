@@ -133,7 +133,9 @@ def test_shapes_disagreeing_with_the_config(gpt_fixtures, gpt_fixture_json):
         (dataclasses.replace(base, n_ctx=gpt_fixture_json["n_ctx_saved_positions"] + 1),
          "position table .* needs at least"),
         (dataclasses.replace(base, n_embd=base.n_embd * 2, n_head=base.n_head), "position table"),
-        (dataclasses.replace(base, n_layer=base.n_layer - 1), "model's model/clf/w is"),
+        (dataclasses.replace(base, n_layer=base.n_layer - 1),
+         f"the files hold {base.n_layer} layers but the model has {base.n_layer - 1}; pass "
+         f"n_transfer={base.n_layer - 1}"),
     ]
     for config, message in cases:
         model = GptModel(config)
@@ -143,3 +145,23 @@ def test_shapes_disagreeing_with_the_config(gpt_fixtures, gpt_fixture_json):
     smaller = GptModel(dataclasses.replace(base, n_layer=base.n_layer - 1))
     assert len(load_original_params(smaller, gpt_fixtures / "model",
                                     n_transfer=base.n_layer - 1)) == 1 + 12 * (base.n_layer - 1)
+
+
+@pytest.mark.gpt_fixtures
+def test_conversion_to_keras_and_back(gpt_fixtures, gpt_fixture_json, tmp_path):
+    from bert_tf.gpt.params_io import (keras_to_original_params, original_params_to_keras,
+                                       read_original_param_files)
+    config = fixture_config(gpt_fixture_json)
+    original_params_to_keras(gpt_fixtures / "model", config, tmp_path / "gpt.keras",
+                             seed=gpt_fixture_json["seed"])
+    with pytest.raises(UserInputError, match="exists; refusing to overwrite"):
+        original_params_to_keras(gpt_fixtures / "model", config, tmp_path / "gpt.keras")
+    keras_to_original_params(tmp_path / "gpt.keras", tmp_path / "back")
+    source = read_original_param_files(gpt_fixtures / "model")
+    back = read_original_param_files(tmp_path / "back")
+    n_ctx = gpt_fixture_json["n_ctx"]
+    np.testing.assert_array_equal(back[0], source[0][:n_ctx])  # positions cut to n_ctx
+    for a, b in zip(source[1:], back[1:], strict=True):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(UserInputError, match="no such .keras file"):
+        keras_to_original_params(tmp_path / "missing.keras", tmp_path / "x")
