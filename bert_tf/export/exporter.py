@@ -10,6 +10,8 @@ import dataclasses
 import os
 from typing import Sequence
 
+from bert_tf.export.savedmodel_io import ExportError, check_target_dir, check_version
+
 MODEL_TYPES = ("encoder", "preprocessor", "classifier", "squad", "ner", "multiple_choice")
 
 
@@ -55,52 +57,56 @@ class ExportOptions:
 
 def _require(value, flag: str, model_type: str):
     if value in (None, ""):
-        raise ValueError(f"--{flag} is required for --model_type={model_type}")
+        raise ExportError(f"--{flag} is required for --model_type={model_type}")
     return value
 
 
 def validate_options(opts: ExportOptions) -> None:
-    """Checks flags and files before TensorFlow work starts; errors name the flag."""
-    from bert_tf.export.savedmodel_io import check_version
+    """Checks flags and files before TensorFlow work starts.
 
+    Raises:
+      ExportError (a UserInputError): one line naming the flag and what was expected.
+    """
     if opts.model_type not in MODEL_TYPES:
-        raise ValueError(f"--model_type must be one of {MODEL_TYPES}, got {opts.model_type!r}")
+        raise ExportError(f"--model_type must be one of {MODEL_TYPES}, got {opts.model_type!r}")
     check_version(opts.version)
     _require(opts.export_dir, "export_dir", opts.model_type)
-    target = os.path.join(opts.export_dir, str(int(str(opts.version))))
-    if os.path.exists(target) and not opts.overwrite:
-        raise FileExistsError(f"{target} already exists; pass --overwrite to replace it or "
-                              "choose another --version")
+    if os.path.exists(opts.export_dir) and not os.path.isdir(opts.export_dir):
+        raise ExportError(f"--export_dir={opts.export_dir} is a file; expected a folder (the "
+                          "model base path; the export goes to <export_dir>/<version>/)")
+    check_target_dir(os.path.join(opts.export_dir, str(int(str(opts.version)))), opts.overwrite)
     t = opts.model_type
     if t != "preprocessor":
         path = _require(opts.bert_config_file, "bert_config_file", t)
         if not os.path.exists(path):
-            raise FileNotFoundError(f"--bert_config_file={path} does not exist")
+            raise ExportError(f"--bert_config_file={path} does not exist; expected a "
+                              "bert_config.json")
     if t != "encoder":
         path = _require(opts.vocab_file, "vocab_file", t)
         if not os.path.exists(path):
-            raise FileNotFoundError(f"--vocab_file={path} does not exist")
+            raise ExportError(f"--vocab_file={path} does not exist; expected a WordPiece "
+                              "vocab.txt")
         if opts.seq_length < 3:
-            raise ValueError(f"--seq_length must be >= 3, got {opts.seq_length}")
+            raise ExportError(f"--seq_length must be >= 3, got {opts.seq_length}")
     if t in ("classifier", "ner"):
         if opts.label_list is not None and opts.num_labels is not None and (
                 len(opts.label_list) != opts.num_labels):
-            raise ValueError(f"--label_list has {len(opts.label_list)} labels but "
-                             f"--num_labels={opts.num_labels}")
+            raise ExportError(f"--label_list has {len(opts.label_list)} labels but "
+                              f"--num_labels={opts.num_labels}")
         if opts.label_list is None and opts.num_labels is None:
-            raise ValueError(f"--num_labels or --label_list is required for --model_type={t}")
+            raise ExportError(f"--num_labels or --label_list is required for --model_type={t}")
     if t == "multiple_choice" and opts.num_choices < 2:
-        raise ValueError(f"--num_choices must be >= 2, got {opts.num_choices}")
+        raise ExportError(f"--num_choices must be >= 2, got {opts.num_choices}")
     if t not in ("encoder", "preprocessor") and not opts.init_checkpoint and (
             not opts.allow_untrained_head):
-        raise ValueError(f"--init_checkpoint (the fine-tuned checkpoint) is required for "
-                         f"--model_type={t}")
+        raise ExportError(f"--init_checkpoint (the fine-tuned checkpoint) is required for "
+                          f"--model_type={t}")
 
 
 def build_export_module(opts: ExportOptions):
     """The tf.Module to save and its signatures: (module, {name: concrete function})."""
     from bert_tf.export.encoder import encoder_savedmodel_root
-    from bert_tf.export.preprocessor import BertPreprocessor
+    from bert_tf.export.preprocessor import BertPreprocessor, HubPreprocessorExport
     from bert_tf.export.task_models import task_export_module
     from bert_tf.modeling import (BertClassifier, BertEncoder, BertMultipleChoice,
                                   BertSpanLabeler, BertTokenClassifier)
@@ -108,7 +114,8 @@ def build_export_module(opts: ExportOptions):
 
     t = opts.model_type
     if t == "preprocessor":
-        module = BertPreprocessor(opts.vocab_file, opts.seq_length, opts.do_lower_case)
+        module = HubPreprocessorExport(
+            BertPreprocessor(opts.vocab_file, opts.seq_length, opts.do_lower_case))
         return module, module.serving_signatures()
     num_labels = len(opts.label_list) if opts.label_list is not None else opts.num_labels
     factories = {

@@ -20,7 +20,7 @@ from bert_tf.pretraining_data.instances import InstanceStats, create_training_in
 from bert_tf.pretraining_data.masking import VocabInfo
 from bert_tf.pretraining_data.options import PretrainingDataError, PretrainingDataOptions
 from bert_tf.pretraining_data.writer import FEATURE_NAMES, ExampleEncoder, RoundRobinWriter, \
-    parse_example
+    check_output_file, parse_example, remove_stale_temporaries
 
 
 def load_tokenizer(vocab_file: str, do_lower_case: bool):
@@ -108,6 +108,12 @@ def create_pretraining_data(input_files: str | Sequence[str], output_files: str 
     vocab = VocabInfo.from_vocab(tokenizer.vocab, vocab_file)
     files = expand_input_patterns(input_files)
     outputs = split_output_files(output_files)
+    for path in outputs:  # before the work: a bad output path must not cost the whole run
+        check_output_file(path)
+        removed = remove_stale_temporaries(path)
+        if removed:
+            logging.info("Removed temporary file(s) of an earlier interrupted run: %s",
+                         ", ".join(removed))
     if rng is None:
         rng = random.Random(options.random_seed)
 

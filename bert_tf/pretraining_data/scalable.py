@@ -10,9 +10,11 @@ instances) and a generator seeded from (random_seed, shard index), and written t
 * the output is the same whatever `num_workers` is (a shard's content depends only on its
   documents, the settings and its seed);
 * a re-run skips finished shards: a shard is finished when both `<shard>.tfrecord` and its
-  `<shard>.tfrecord.json` (counts + run fingerprint) exist; both are written under temporary
-  names and renamed, the stats first, the records last, so a crash never leaves a half-written
-  shard under its final name.
+  done-marker `<shard>.tfrecord.json` (counts, run fingerprint, size and SHA-256 of the shard)
+  exist and the shard's size and SHA-256 match the marker (a damaged shard is written again);
+  both are written under temporary names and renamed, the marker first, the records last, so a
+  crash never leaves a half-written shard under its final name. Temporary files of killed runs
+  of the same prefix are removed when a run starts.
 
 What differs from faithful mode is listed in docs/pretraining_data.md.
 """
@@ -45,12 +47,15 @@ FORMAT_VERSION = 1
 
 def output_prefix(output_file: str) -> str:
     """`--output_file` -> shard prefix: a trailing `.tfrecord` is dropped (`out/x.tfrecord` gives
-    shards `out/x-00000.tfrecord`, ...)."""
+    shards `out/x-00000.tfrecord`, ...); an existing folder (or a path ending in "/") gives
+    `<folder>/pretraining_data-00000.tfrecord`, ...)."""
     if "," in output_file:
         raise PretrainingDataError(
             f"--output_file={output_file}: scalable mode writes its own shards and takes one "
             "output prefix, not a comma-separated list")
     prefix = output_file.strip()
+    if os.path.isdir(prefix):  # an existing folder: the shards go inside it
+        prefix = os.path.join(prefix, "")
     if prefix.endswith(".tfrecord"):
         prefix = prefix[: -len(".tfrecord")]
     if not prefix or prefix.endswith(os.sep):
@@ -142,6 +147,7 @@ class _ShardWorker:
                 "path": os.path.basename(path),
                 "records": len(records),
                 "bytes": writer.size(),
+                "sha256": writer.sha256(),
                 "raw_documents": len(documents),
                 "lines_without_tokens": read_stats.empty_lines_tokens,
                 "stats": stats.to_dict(),
@@ -179,8 +185,16 @@ def _start_method() -> str:
     return "spawn"
 
 
-def _is_finished(prefix: str, index: int, fingerprint: dict) -> dict | None:
-    """The stats of shard `index` if it is complete and from this run's settings, else None."""
+def _is_finished(prefix: str, index: int, fingerprint: dict,
+                 require_checksum: bool = False) -> dict | None:
+    """The stats of shard `index` if it is complete, intact and from this run's settings, else
+    None (the shard is then written again).
+
+    Complete: its done-marker `<shard>.json` exists and names this run's fingerprint and the
+    shard's size. Intact: the shard's SHA-256 equals the marker's `sha256` (checked whenever the
+    marker has one; `require_checksum` treats a marker without one as unfinished). A corrupt shard
+    is logged, naming the file.
+    """
     path = shard_path(prefix, index)
     try:
         with open(path + ".json", encoding="utf-8") as f:
@@ -188,7 +202,17 @@ def _is_finished(prefix: str, index: int, fingerprint: dict) -> dict | None:
         size = os.path.getsize(path)
     except (OSError, ValueError):
         return None
+    if not isinstance(result, dict):
+        return None
     if result.get("fingerprint") != fingerprint or result.get("bytes") != size:
+        return None
+    expected = result.get("sha256")
+    if expected is None:
+        return None if require_checksum else result
+    if _sha256_file(path) != expected:
+        logging.warning("%s: SHA-256 differs from the one recorded in %s.json when it was "
+                        "written (the file was changed or damaged); writing the shard again",
+                        path, os.path.basename(path))
         return None
     return result
 
@@ -380,7 +404,7 @@ def create_pretraining_data_sharded(
         for shard in shard_iter:
             spans[shard.index] = shard.input_bytes_end - last_end
             last_end = shard.input_bytes_end
-            done = _is_finished(prefix, shard.index, fingerprint)
+            done = _is_finished(prefix, shard.index, fingerprint, require_checksum=True)
             if done is not None:
                 account(done, True)
                 continue
@@ -395,7 +419,7 @@ def create_pretraining_data_sharded(
                 for shard in shard_iter:
                     spans[shard.index] = shard.input_bytes_end - last_end
                     last_end = shard.input_bytes_end
-                    done = _is_finished(prefix, shard.index, fingerprint)
+                    done = _is_finished(prefix, shard.index, fingerprint, require_checksum=True)
                     if done is not None:
                         account(done, True)
                         continue

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import os
+import re
 import struct
 from typing import Iterator, Sequence
 
@@ -377,9 +379,57 @@ def parse_example(data: bytes) -> dict[str, list]:
 # Files written under a temporary name.
 
 def temporary_path(path: str) -> str:
-    """Where `path` is written before being renamed onto its final name."""
+    """Where `path` is written before being renamed onto its final name: `.<name>.tmp-<pid>`."""
     directory, name = os.path.split(path)
     return os.path.join(directory, f".{name}.tmp-{os.getpid()}")
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
+def remove_stale_temporaries(path: str) -> list[str]:
+    """Deletes `.<name>.tmp-<pid>` files of `path` left by processes that no longer run (a
+    killed earlier run of the same output); returns the paths removed."""
+    directory, name = os.path.split(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        return []
+    pattern = re.compile(r"\." + re.escape(name) + r"\.tmp-(\d+)")
+    removed = []
+    for entry in os.listdir(directory):
+        m = pattern.fullmatch(entry)
+        if m and not _pid_alive(int(m.group(1))):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(directory, entry))
+            removed.append(os.path.join(directory, entry))
+    return removed
+
+
+def check_output_file(path: str, flag: str = "--output_file") -> None:
+    """Raises PretrainingDataError (naming `flag`) unless a file can be written at `path`: it is
+    not a folder, its parent is a folder (or can be created) that this process can write."""
+    from bert_tf.pretraining_data.options import PretrainingDataError
+
+    if os.path.isdir(path):
+        raise PretrainingDataError(
+            f"{flag}={path} is a folder; expected a file name (e.g. "
+            f"{os.path.join(path, 'tf_examples.tfrecord')})")
+    parent = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(parent) and os.path.dirname(parent) != parent:
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise PretrainingDataError(f"{flag}={path}: {parent} is a file; expected a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise PretrainingDataError(f"{flag}={path}: cannot write in {parent} (permission "
+                                   "denied)")
 
 
 class TFRecordShardWriter:
@@ -397,6 +447,7 @@ class TFRecordShardWriter:
         os.makedirs(directory, exist_ok=True)
         self.tmp_path = temporary_path(self.path)
         self._f = open(self.tmp_path, "wb")
+        self._sha256 = hashlib.sha256()
         self._buffer: list[bytes] = []
         self._flush_every = flush_every
         self.num_records = 0
@@ -418,8 +469,16 @@ class TFRecordShardWriter:
     def flush(self) -> None:
         """Writes the queued records' frames to the temporary file."""
         if self._buffer:
-            self._f.write(tfrecord_frames(self._buffer))
+            frames = tfrecord_frames(self._buffer)
+            self._f.write(frames)
+            self._sha256.update(frames)
             self._buffer = []
+
+    def sha256(self) -> str:
+        """Hex SHA-256 of the bytes written so far (flushes the queued records first): what
+        `scalable` records in the shard's done-marker and verifies on resume."""
+        self.flush()
+        return self._sha256.hexdigest()
 
     def size(self) -> int:
         """Bytes written so far (flushes the queued records to the file first)."""

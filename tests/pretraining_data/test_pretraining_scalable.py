@@ -160,3 +160,44 @@ def test_no_nsp_and_extra_options(synthetic_corpus, vocab_file, tmp_path):
         for pos in ex["masked_lm_positions"][:k]:
             token = ex["input_ids"][pos]
             assert token == 103 or token >= 999  # [MASK], or not a [...] special token.
+
+
+def test_a_damaged_finished_shard_is_written_again(one_worker, synthetic_corpus, vocab_file,
+                                                   tmp_path):
+    """One byte flipped in a finished shard (same size): resume checks the SHA-256 recorded in
+    its done-marker and rewrites it; the others are skipped."""
+    out1, _ = one_worker
+    _run(synthetic_corpus, tmp_path / "data", vocab_file)
+    marker = json.loads((tmp_path / "data-00001.tfrecord.json").read_text())
+    assert len(marker["sha256"]) == 64
+    shard = tmp_path / "data-00001.tfrecord"
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    shard.write_bytes(bytes(data))
+    summary = _run(synthetic_corpus, tmp_path / "data", vocab_file)
+    assert summary["shards_written"] == 1 and summary["shards_skipped"] == 4
+    assert _shards(tmp_path) == _shards(out1)
+
+
+def test_output_file_that_is_a_folder(synthetic_corpus, vocab_file, tokenizer, tmp_path):
+    """Faithful mode: a folder as --output_file fails before any work, leaving nothing; scalable
+    mode writes its shards inside the folder."""
+    folder = tmp_path / "out"
+    folder.mkdir()
+    with pytest.raises(PretrainingDataError, match=r"--output_file=.*out is a folder"):
+        create_pretraining_data(synthetic_corpus, str(folder), tokenizer, OPTIONS, log_examples=0)
+    assert os.listdir(folder) == [] and sorted(os.listdir(tmp_path)) == ["out"]
+    _run(synthetic_corpus, folder, vocab_file)
+    assert "pretraining_data-00000.tfrecord" in os.listdir(folder)
+
+
+def test_faithful_mode_removes_temporaries_of_killed_runs(synthetic_corpus, tokenizer, tmp_path):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    stale = tmp_path / f".x.tfrecord.tmp-{dead}"
+    stale.write_bytes(b"half a record")
+    other = tmp_path / ".y.tfrecord.tmp-1"  # another output's (pid 1 runs): not ours, kept
+    other.write_bytes(b"")
+    create_pretraining_data(synthetic_corpus, str(tmp_path / "x.tfrecord"), tokenizer, OPTIONS,
+                            log_examples=0)
+    assert sorted(os.listdir(tmp_path)) == [".y.tfrecord.tmp-1", "x.tfrecord"]
