@@ -2,10 +2,22 @@
 
 `BertPacker` packs WordPiece ids (ragged) into fixed-length `input_word_ids`, `input_mask`,
 `input_type_ids` with core TF ops only; `BertPreprocessor` adds the `InGraphTokenizer` and is
-exported as the preprocessing SavedModel:
+exported as the preprocessing SavedModel, which follows the TF Hub BERT preprocessor API too:
 
-  serving_default(text: tf.string [batch])                    -> int32 [batch, seq_length] x 3
-  serving_pair(text_a: tf.string [batch], text_b: [batch])    -> int32 [batch, seq_length] x 3
+  loaded(text: tf.string [batch])                             -> dict of int32 [batch, seq_length]
+  loaded.tokenize(text: tf.string [batch])                    -> int32 RaggedTensor
+                                                                 [batch, (words), (wordpieces)]
+  loaded.bert_pack_inputs([segment, ...], seq_length=N)       -> dict of int32 [batch, N]
+  signatures serving_default(text) / serving_pair(text_a, text_b) -> int32 [batch, seq_length] x 3
+
+(dict keys `input_word_ids`, `input_mask`, `input_type_ids`; `hub.load`/`tf.saved_model.load` and
+`hub.KerasLayer(path)`, `hub.KerasLayer(loaded.tokenize)`, `hub.KerasLayer(loaded.bert_pack_inputs,
+arguments=dict(seq_length=N))` all work). `bert_pack_inputs` takes 1 to `MAX_PACKED_SEGMENTS`
+segments, each [batch, (words), (wordpieces)] as `tokenize` returns or [batch, (wordpieces)], and
+packs them with tensorflow-text (`RoundRobinTrimmer`, `combine_segments`, `pad_model_inputs`):
+[CLS] s1 [SEP] s2 [SEP] ..., type id = segment index, round-robin truncation to `seq_length`
+minus the specials, which for one or two segments is exactly the original's truncation (keep the
+first `seq_length - 2`; `_truncate_seq_pair`), so the ids equal `convert_single_example`'s.
 
 Packing: [CLS] A [SEP] (B [SEP]), type ids 0 for [CLS]/A/first [SEP] and 1 for B/its [SEP], mask
 1 on real tokens, zero padding. A single segment keeps its first `seq_length - 2` pieces; a pair is
@@ -17,10 +29,50 @@ from __future__ import annotations
 import os
 
 import tensorflow as tf
+import tensorflow_text as tf_text
 
 from bert_tf.tokenization import InGraphTokenizer
 
 INPUT_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
+# `bert_pack_inputs` of an exported preprocessor is traced for 1..MAX_PACKED_SEGMENTS segments.
+MAX_PACKED_SEGMENTS = 8
+
+
+def bert_pack_inputs(segments: list[tf.RaggedTensor], seq_length: int | tf.Tensor, cls_id: int,
+                     sep_id: int) -> dict[str, tf.Tensor]:
+    """TF Hub's `bert_pack_inputs`: any number of tokenized segments -> BERT inputs.
+
+    Args:
+      segments: int RaggedTensors, each [batch, (words), (wordpieces)] (as `tokenize` returns)
+        or [batch, (wordpieces)]; all with the same batch size.
+      seq_length: output length (Python int or int32 scalar tensor), >= len(segments) + 1.
+      cls_id, sep_id: ids of [CLS] and [SEP]; padding is id 0.
+
+    Returns:
+      {"input_word_ids", "input_mask", "input_type_ids"}: int32 [batch, seq_length]. Round-robin
+      truncation (tensorflow-text); for one or two segments this is the original's truncation.
+    """
+    if not segments:
+        raise ValueError("bert_pack_inputs needs at least one segment")
+    flat = []
+    for segment in segments:
+        if isinstance(segment, tf.RaggedTensor) and segment.ragged_rank > 1:
+            segment = segment.merge_dims(-2, -1)
+        flat.append(tf.cast(segment, tf.int32))
+    seq_length = tf.cast(seq_length, tf.int32)
+    budget = seq_length - (len(flat) + 1)
+    check = tf.debugging.assert_non_negative(
+        budget, message=f"bert_pack_inputs: seq_length leaves no room for the {len(flat) + 1} "
+        "[CLS]/[SEP] tokens of this many segments")
+    with tf.control_dependencies([check]):
+        budget = tf.identity(budget)
+    trimmed = tf_text.RoundRobinTrimmer(max_seq_length=budget).trim(flat)
+    ids, type_ids = tf_text.combine_segments(trimmed, start_of_sequence_id=cls_id,
+                                             end_of_segment_id=sep_id)
+    word_ids, mask = tf_text.pad_model_inputs(ids, max_seq_length=seq_length)
+    type_ids, _ = tf_text.pad_model_inputs(type_ids, max_seq_length=seq_length)
+    return {"input_word_ids": tf.cast(word_ids, tf.int32), "input_mask": tf.cast(mask, tf.int32),
+            "input_type_ids": tf.cast(type_ids, tf.int32)}
 
 
 def truncated_pair_lengths(len_a: tf.Tensor, len_b: tf.Tensor, budget: int | tf.Tensor
@@ -203,6 +255,18 @@ class BertPreprocessor(tf.Module):
             text_b = tf.identity(text_b)
         return self.packer.pack(self.tokenize(text_a), self.tokenize(text_b))
 
+    def tokenize_words(self, texts: tf.Tensor) -> tf.RaggedTensor:
+        """TF Hub's `tokenize`: tf.string [batch] -> int32 RaggedTensor [batch, (words),
+        (wordpieces)] (the words of the original's BasicTokenizer, each split by WordPiece)."""
+        return self.tokenizer.tokenize_words(ensure_input_shape(texts, [None]))
+
+    def bert_pack_inputs(self, segments: list[tf.RaggedTensor], seq_length: int | tf.Tensor | None
+                         = None) -> dict[str, tf.Tensor]:
+        """TF Hub's `bert_pack_inputs` with this vocab's [CLS]/[SEP] (see the module function);
+        `seq_length` defaults to this preprocessor's."""
+        return bert_pack_inputs(list(segments), self.seq_length if seq_length is None
+                                else seq_length, self.packer.cls_id, self.packer.sep_id)
+
     def serving_signatures(self) -> dict[str, tf.types.experimental.ConcreteFunction]:
         """{"serving_default": text -> inputs, "serving_pair": (text_a, text_b) -> inputs}."""
         text = tf.TensorSpec([None], tf.string, name="text")
@@ -215,3 +279,51 @@ class BertPreprocessor(tf.Module):
                 tf.TensorSpec([None], tf.string, name="text_a"),
                 tf.TensorSpec([None], tf.string, name="text_b")),
         }
+
+
+class HubPreprocessorExport(tf.Module):
+    """What the preprocessing SavedModel holds: the TF Hub BERT preprocessor API over a
+    `BertPreprocessor`, plus its `serving_default`/`serving_pair` signatures.
+
+    Saved functions (see the module docstring): `__call__(text)`, `tokenize(text)`,
+    `bert_pack_inputs(segments, seq_length)` (traced for 1..MAX_PACKED_SEGMENTS segments, each of
+    rank 3 as `tokenize` returns or rank 2, and an int32 scalar `seq_length`). Attributes
+    `vocab_file` (asset), `do_lower_case` and `seq_length` (variables) tell a loader which
+    tokenizer the module uses (as the original's hub modules' `tokenization_info`).
+    """
+
+    def __init__(self, preprocessor: BertPreprocessor, name: str | None = None):
+        super().__init__(name=name)
+        self.preprocessor = preprocessor
+        self.vocab_file = preprocessor.tokenizer.vocab_file
+        self.do_lower_case = preprocessor.do_lower_case_value
+        self.seq_length = preprocessor.seq_length_value
+        for n in range(1, MAX_PACKED_SEGMENTS + 1):
+            for rank in (3, 2):
+                spec = tf.RaggedTensorSpec([None] * rank, tf.int32, ragged_rank=rank - 1)
+                self.bert_pack_inputs.get_concrete_function(
+                    [spec] * n, tf.TensorSpec([], tf.int32, name="seq_length"))
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")],
+                 jit_compile=False)
+    def __call__(self, text: tf.Tensor) -> dict[str, tf.Tensor]:
+        """tf.string [batch] -> {input_word_ids, input_mask, input_type_ids}: int32 [batch, S]
+        (S = the export's seq_length), the same as serving_default."""
+        return self.preprocessor.bert_pack_inputs([self.preprocessor.tokenize_words(text)])
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")],
+                 jit_compile=False)
+    def tokenize(self, text: tf.Tensor) -> tf.RaggedTensor:
+        """tf.string [batch] -> int32 RaggedTensor [batch, (words), (wordpieces)]."""
+        return self.preprocessor.tokenize_words(text)
+
+    @tf.function(jit_compile=False)
+    def bert_pack_inputs(self, inputs: list[tf.RaggedTensor], seq_length: tf.Tensor
+                         ) -> dict[str, tf.Tensor]:
+        """[segment, ...] (each [batch, (words), (wordpieces)] or [batch, (wordpieces)]) and an
+        int32 scalar -> {input_word_ids, input_mask, input_type_ids}: int32 [batch, seq_length]."""
+        return self.preprocessor.bert_pack_inputs(inputs, seq_length)
+
+    def serving_signatures(self) -> dict[str, tf.types.experimental.ConcreteFunction]:
+        """The preprocessor's {"serving_default", "serving_pair"} signatures."""
+        return self.preprocessor.serving_signatures()

@@ -115,3 +115,93 @@ def test_real_sentence_pairs_mrpc(shared_data, fixture_model):
         assert out["input_word_ids"][i].numpy().tolist() == ids, (a[i], b[i])
         assert out["input_mask"][i].numpy().tolist() == mask
         assert out["input_type_ids"][i].numpy().tolist() == types
+
+
+# ---------------------------------------------------------------------------------------------
+# TF Hub BERT preprocessor API: callable, tokenize, bert_pack_inputs
+# ---------------------------------------------------------------------------------------------
+def test_round_robin_packing_equals_original_truncation_for_pairs():
+    """bert_pack_inputs uses tensorflow-text's RoundRobinTrimmer; for two segments it keeps the
+    same pieces as the original's _truncate_seq_pair (pop from the longer, B on a tie)."""
+    import tensorflow_text as tf_text
+
+    lengths = np.arange(0, 23)
+    la, lb = [x.reshape(-1) for x in np.meshgrid(lengths, lengths)]
+    a, b = tf.ragged.range(la), tf.ragged.range(lb)
+    for budget in (0, 1, 2, 5, 8, 13):
+        got_a, got_b = tf_text.RoundRobinTrimmer(max_seq_length=budget).trim([a, b])
+        for i in range(len(la)):
+            x, y = list(range(la[i])), list(range(lb[i]))
+            truncate_seq_pair(x, y, budget)
+            assert (len(got_a[i]), len(got_b[i])) == (len(x), len(y)), (la[i], lb[i], budget)
+
+
+def _check_hub_api(pre, tokenizer, texts, texts_b):
+    """`pre` has the TF Hub preprocessor API (a loaded SavedModel or the export module)."""
+    out = pre(tf.constant(texts))
+    for i, text in enumerate(texts):
+        ids, mask, types = _expected(tokenizer, text, None, SEQ_LENGTH)
+        assert out["input_word_ids"][i].numpy().tolist() == ids, text
+        assert out["input_mask"][i].numpy().tolist() == mask
+        assert out["input_type_ids"][i].numpy().tolist() == types
+    tokens = pre.tokenize(tf.constant(texts))
+    assert isinstance(tokens, tf.RaggedTensor) and tokens.shape.rank == 3  # [batch, words, pieces]
+    for i, text in enumerate(texts):
+        words = tokenizer.basic_tokenizer.tokenize(text)
+        assert tokens[i].to_list() == [
+            tokenizer.convert_tokens_to_ids(tokenizer.wordpiece_tokenizer.tokenize(w))
+            for w in words], text
+    tokens_b = pre.tokenize(tf.constant(texts_b))
+    for seq_length in (SEQ_LENGTH, 9, 40):
+        pair = pre.bert_pack_inputs([tokens, tokens_b], seq_length=seq_length)
+        for i, (a, b) in enumerate(zip(texts, texts_b)):
+            ids, mask, types = _expected(tokenizer, a, b, seq_length)
+            assert pair["input_word_ids"][i].numpy().tolist() == ids, (a, b, seq_length)
+            assert pair["input_mask"][i].numpy().tolist() == mask
+            assert pair["input_type_ids"][i].numpy().tolist() == types
+    # Three segments: [CLS] a [SEP] b [SEP] c [SEP], type ids 0/1/2, round robin within 20.
+    three = pre.bert_pack_inputs([tokens, tokens_b, tokens], seq_length=20)
+    assert three["input_word_ids"].shape == (len(texts), 20)
+    for i in range(len(texts)):
+        ids = three["input_word_ids"][i].numpy().tolist()
+        types = three["input_type_ids"][i].numpy().tolist()
+        n = sum(three["input_mask"][i].numpy().tolist())
+        assert ids[0] == tokenizer.vocab["[CLS]"] and ids[n - 1] == tokenizer.vocab["[SEP]"]
+        assert ids.count(tokenizer.vocab["[SEP]"]) == 3 and all(x == 0 for x in ids[n:])
+        assert sorted(set(types[:n])) == [0, 1, 2] and types[n:] == [0] * (20 - n)
+
+
+def test_hub_api_in_python(fixture_model):
+    from bert_tf.export.preprocessor import HubPreprocessorExport
+
+    tokenizer = FullTokenizer(fixture_model["vocab_file"], do_lower_case=True)
+    texts = ["The quick brown fox jumps over the lazy dog.", "unaffable", "Hello, World!"]
+    module = HubPreprocessorExport(BertPreprocessor(fixture_model["vocab_file"], SEQ_LENGTH))
+    _check_hub_api(module, tokenizer, texts, texts[::-1])
+
+
+def test_exported_hub_api_with_saved_model_load_and_hub_keras_layer(exports, fixture_model):
+    import tensorflow_text  # noqa: F401  (registers the ops the SavedModel uses)
+
+    hub = pytest.importorskip("tensorflow_hub", reason="the [test] extra installs tensorflow-hub")
+    path = str(exports["preprocessor"])
+    tokenizer = FullTokenizer(fixture_model["vocab_file"], do_lower_case=True)
+    texts = ["The quick brown fox jumps over the lazy dog.", "unaffable", "",
+             "Who was Jim Henson? Jim Henson was a puppeteer."]
+    loaded = tf.saved_model.load(path)
+    _check_hub_api(loaded, tokenizer, texts, texts[::-1])
+    assert loaded.vocab_file.asset_path.numpy().decode().endswith("vocab_uncased.txt")
+    assert bool(loaded.do_lower_case.numpy()) and int(loaded.seq_length.numpy()) == SEQ_LENGTH
+
+    hub_loaded = hub.load(path)
+    _check_hub_api(hub_loaded, tokenizer, texts, texts[::-1])
+    # The TF Hub documentation's usage: KerasLayer on the module, on tokenize, on bert_pack_inputs.
+    layer_out = hub.KerasLayer(path)(tf.constant(texts))
+    direct = loaded(tf.constant(texts))
+    for key in ("input_word_ids", "input_mask", "input_type_ids"):
+        assert layer_out[key].numpy().tolist() == direct[key].numpy().tolist()
+    tokenize = hub.KerasLayer(hub_loaded.tokenize)
+    pack = hub.KerasLayer(hub_loaded.bert_pack_inputs, arguments=dict(seq_length=24))
+    packed = pack([tokenize(tf.constant(texts)), tokenize(tf.constant(texts[::-1]))])
+    for i, (a, b) in enumerate(zip(texts, texts[::-1])):
+        assert packed["input_word_ids"][i].numpy().tolist() == _expected(tokenizer, a, b, 24)[0]
