@@ -37,6 +37,10 @@ setup(
             # The original GPT-1 BPE text encoder (bert_tf.gpt.text_encoder) and its fixture tests.
             "ftfy==6.3.1",
             "spacy==3.8.18",
+            # TF Hub API of the preprocessor export (hub.load / hub.KerasLayer; pulls tf-keras).
+            "tensorflow-hub>=0.16",
+            # tensorflow-datasets imports it when preparing a dataset but does not declare it.
+            "importlib_resources",
         ],
         # The original GPT-1 BPE text encoder: ftfy + spaCy, pinned to the versions that produced
         # the reference encodings (fixtures/original_gpt/README_bpe.md; other versions change ids).
