@@ -158,3 +158,44 @@ def test_fixture_files_are_intact(gpt_fixtures):
             continue
         data = (gpt_fixtures / name).read_bytes()
         assert hashlib.sha256(data).hexdigest() == digest, name
+
+
+def test_random_dropout_masks_follow_the_original_shapes():
+    """Without injected masks: the clf mask is shared by an example's choices, the table mask
+    is applied to the table (a token id gets the same pattern at every occurrence)."""
+    import keras
+    from bert_tf.gpt.heads import GptClassifierHead
+    from bert_tf.gpt.embeddings import GptEmbedding
+    from bert_tf.gpt.config import GptConfig
+    keras.utils.set_random_seed(3)
+    head = GptClassifierHead(n_embd=32, clf_token=7, clf_pdrop=0.5)
+    head.build()
+    head.w.assign(np.random.default_rng(0).normal(size=(32, 1)).astype(np.float32))
+    h = np.broadcast_to(np.random.default_rng(1).normal(size=(4, 1, 5, 32)),
+                        (4, 3, 5, 32)).astype(np.float32)  # 3 identical choices
+    tokens = np.full([4, 3, 5], 7, np.int32)
+    logits, _, _ = head(h, tokens, training=True)
+    eval_logits, _, _ = head(h, tokens, training=False)
+    np.testing.assert_allclose(logits, np.repeat(logits[:, :1], 3, axis=1), atol=1e-6)
+    assert not np.allclose(logits, eval_logits)
+    embedding = GptEmbedding(GptConfig(n_vocab=10, n_special=3, n_ctx=6, n_embd=16, n_head=2,
+                                       embd_pdrop=0.5))
+    embedding.build()
+    ids = np.array([[4, 4, 4, 4, 4, 4]], np.int32)
+    same_position = np.full([1, 6], 13, np.int32)
+    emb, table = embedding(ids, same_position, training=True)
+    np.testing.assert_array_equal(emb[0, 0], emb[0, 5])  # same token, same position, same mask
+    expected = table.numpy()[4] + table.numpy()[13]
+    np.testing.assert_array_equal(emb[0], np.broadcast_to(expected, emb[0].shape))
+    assert (table.numpy() == 0).mean() > 0.3  # the table itself was dropped
+
+
+def test_traced_model_with_unknown_sequence_length():
+    from bert_tf.gpt.config import GptConfig
+    from bert_tf.gpt.model import GptModel
+    model = GptModel(GptConfig(n_vocab=50, n_ctx=8, n_embd=16, n_head=2, n_layer=1))
+    run = tf.function(lambda t: model({"token_ids": t})["clf_logits"],
+                      input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    assert run(np.zeros([2, 5], np.int32)).shape == (2,)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="sequence longer than n_ctx"):
+        run(np.zeros([2, 9], np.int32))
