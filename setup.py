@@ -19,6 +19,8 @@ setup(
         "tensorboard",
         # Reads Hugging Face `.safetensors` BERT weights (the format HF ships pretrained weights in).
         "safetensors",
+        # Draws <output_dir>/curves.png of every training run (bert_tf.plotting): a core feature.
+        "matplotlib",
         "numpy",
     ],
     extras_require={

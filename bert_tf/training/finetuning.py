@@ -80,9 +80,12 @@ class FinetuneOptions:
       save_checkpoints_steps: write a checkpoint every this many steps (and at the end).
       keep_checkpoint_max: keep this many most recent checkpoints (older ones are deleted).
       clip_norm: gradients are clipped to this global norm (1.0 in the original).
-      seed: seed of the input shuffle.
+      seed: seed of the input shuffle (tf.data combines it with the global seed,
+        `keras.utils.set_random_seed`, which a resumed run must set to the same value).
       shuffle_buffer: shuffle buffer size in examples (100 in the original).
       progress: show a Keras progress bar (with ETA) on stdout.
+      plot_curves: at the end, draw the TensorBoard scalars of `output_dir` (this run's and
+        earlier, interrupted ones') into `<output_dir>/curves.png` (`bert_tf.plotting`).
     """
 
     output_dir: str
@@ -96,6 +99,7 @@ class FinetuneOptions:
     seed: int = 12345
     shuffle_buffer: int = 100
     progress: bool = True
+    plot_curves: bool = True
 
     def validate(self) -> None:
         """ValueError naming the option when a value cannot be used."""
@@ -351,7 +355,8 @@ def train_model(model: keras.Model, arrays: Mapping[str, np.ndarray], loss_fn: L
     Returns:
       {"global_step": int, "start_step": int (0, or the step resumed from), "first_loss": float
        (first step run here), "loss": float (last step), "checkpoint": prefix of the last
-       checkpoint, "history": [{"step", "loss", "learning_rate", "grad_norm"}] of the steps run}.
+       checkpoint, "history": [{"step", "loss", "learning_rate", "grad_norm"}] of the steps run,
+       "curves": path of curves.png when drawn}.
 
     Raises:
       ValueError for options that cannot work (e.g. a batch the replicas cannot share, local
@@ -440,7 +445,23 @@ def train_model(model: keras.Model, arrays: Mapping[str, np.ndarray], loss_fn: L
     writer.flush()
     result.update(global_step=num_train_steps, first_loss=history[0]["loss"],
                   loss=history[-1]["loss"])
+    if options.plot_curves and chief:
+        result["curves"] = _plot_curves(output_dir)
     return result
+
+
+def _plot_curves(output_dir: str) -> str | None:
+    from bert_tf.plotting import plot_training_curves
+
+    png = os.path.join(output_dir, "curves.png")
+    try:
+        plot_training_curves(os.path.join(output_dir, "train"), png,
+                             title=f"fine-tuning: {output_dir}")
+    except (ImportError, OSError, ValueError) as e:  # curves are a by-product: never fail a run
+        logging.warning("could not draw %s: %s", png, e)
+        return None
+    logging.info("Training curves: %s", png)
+    return png
 
 
 # ---------------------------------------------------------------------------------------------

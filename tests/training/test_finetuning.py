@@ -231,7 +231,8 @@ def test_interrupted_run_resumes_bit_identical(tmp_path):
     with pytest.raises(FloatingPointError, match="at step 5.*model.ckpt-3"):
         train_model(make_classifier(dropout_config()), arrays, fails_at_step_5, options(out))
     assert latest_checkpoint(str(out)) == str(out / "model.ckpt-3")
-    again = train_model(make_classifier(dropout_config(), seed=7), arrays, classification_loss,
+    # (same seed: tf.data's shuffle order depends on the global seed, as the tools set it)
+    again = train_model(make_classifier(dropout_config()), arrays, classification_loss,
                         options(out))
     assert again["start_step"] == 3
     assert [r["step"] for r in again["history"]] == [4, 5, 6, 7, 8]
