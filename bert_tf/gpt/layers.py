@@ -53,15 +53,20 @@ class GptLayerNorm(keras.layers.Layer):
         self.n_state, self.epsilon = int(n_state), float(epsilon)
 
     def build(self, input_shape=None) -> None:
-        self.g = self.add_weight(name="g", shape=(self.n_state,), initializer="ones")
-        self.b = self.add_weight(name="b", shape=(self.n_state,), initializer="zeros")
+        # autocast=False: read in float32 under a 16-bit policy, as Keras' LayerNormalization.
+        self.g = self.add_weight(name="g", shape=(self.n_state,), initializer="ones",
+                                 autocast=False)
+        self.b = self.add_weight(name="b", shape=(self.n_state,), initializer="zeros",
+                                 autocast=False)
         self.built = True
 
     def call(self, x: tf.Tensor) -> tf.Tensor:
+        dtype = x.dtype
+        x = tf.cast(x, tf.float32)  # statistics in float32 under a 16-bit policy; no-op otherwise
         u = tf.reduce_mean(x, axis=-1, keepdims=True)
         s = tf.reduce_mean(tf.square(x - u), axis=-1, keepdims=True)
         x = (x - u) * tf.math.rsqrt(s + self.epsilon)
-        return x * tf.cast(self.g, x.dtype) + tf.cast(self.b, x.dtype)
+        return tf.cast(x * tf.cast(self.g, tf.float32) + tf.cast(self.b, tf.float32), dtype)
 
     def get_config(self) -> dict:
         return {**super().get_config(), "n_state": self.n_state, "epsilon": self.epsilon}

@@ -1,4 +1,5 @@
-"""GPT-1's LM and classification losses as train.py computes them."""
+"""GPT-1's LM and classification losses as train.py computes them (always in float32, also
+when a mixed-precision policy makes the logits 16-bit)."""
 from __future__ import annotations
 
 import tensorflow as tf
@@ -11,7 +12,7 @@ def lm_token_losses(lm_logits: tf.Tensor, token_ids: tf.Tensor) -> tf.Tensor:
     Returns float [..., S-1] (padding targets included).
     """
     return tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=tf.cast(token_ids[..., 1:], tf.int32), logits=lm_logits)
+        labels=tf.cast(token_ids[..., 1:], tf.int32), logits=tf.cast(lm_logits, tf.float32))
 
 
 def lm_losses(token_losses: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
@@ -30,7 +31,7 @@ def classification_losses(clf_logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor
     """Softmax cross-entropy over the choices. Args: clf_logits float [B, C]; labels int [B]
     (index of the right choice). Returns float [B]."""
     return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.cast(labels, tf.int32),
-                                                          logits=clf_logits)
+                                                          logits=tf.cast(clf_logits, tf.float32))
 
 
 def train_loss(clf_losses: tf.Tensor | None, lm_losses_: tf.Tensor | None,

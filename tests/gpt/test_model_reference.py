@@ -199,3 +199,31 @@ def test_traced_model_with_unknown_sequence_length():
     assert run(np.zeros([2, 5], np.int32)).shape == (2,)
     with pytest.raises(tf.errors.InvalidArgumentError, match="sequence longer than n_ctx"):
         run(np.zeros([2, 9], np.int32))
+
+
+def test_mixed_bfloat16_policy_trains_with_float32_losses():
+    import keras
+    from bert_tf.gpt.config import GptConfig
+    from bert_tf.gpt.model import GptModel
+    from bert_tf.gpt.optimization import OpenAIAdam
+    previous = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        model = GptModel(GptConfig(n_vocab=50, n_ctx=8, n_embd=16, n_head=2, n_layer=1))
+        tokens = np.random.default_rng(0).integers(0, 53, size=(2, 2, 8)).astype(np.int32)
+        optimizer = OpenAIAdam(learning_rate=1e-3, t_total=10, warmup=0.05)
+        variables = [v for _, v in model.original_variables()]
+        before = [v.numpy().copy() for v in variables]
+        for _ in range(2):
+            with tf.GradientTape() as tape:
+                out = model({"token_ids": tokens}, training=True)
+                losses = model.compute_losses(out, tokens, np.ones([2, 2, 8], np.float32),
+                                              np.array([0, 1]))
+            optimizer.apply_gradients(zip(tape.gradient(losses["train_loss"], variables),
+                                          variables))
+        assert out["hidden_states"].dtype == tf.bfloat16
+        assert losses["train_loss"].dtype == tf.float32 and np.isfinite(losses["train_loss"])
+        assert all(v.dtype == "float32" for v in variables)
+        assert any(not np.array_equal(b, v.numpy()) for b, v in zip(before, variables))
+    finally:
+        keras.mixed_precision.set_global_policy(previous)
