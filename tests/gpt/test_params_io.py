@@ -25,9 +25,15 @@ def test_loader_equals_initial_params_exactly(gpt_fixtures, gpt_fixture_json):
                                     seed=gpt_fixture_json["seed"])
     assert len(assigned) == gpt_fixture_json["n_transferred_arrays"]
     initial = np.load(gpt_fixtures / "initial_params.npz")
-    names = [line.split("\t")[0] for line in
-             (gpt_fixtures / "variables.txt").read_text().splitlines() if line.strip()]
+    listed = [line.split("\t") for line in
+              (gpt_fixtures / "variables.txt").read_text().splitlines() if line.strip()]
+    names = [name for name, _ in listed]
     assert [n for n, _ in model.original_variables()] == names
+    for (name, shape), (_, variable) in zip(listed, model.original_variables()):
+        assert json.loads(shape) == list(variable.shape), name
+    assert sum(int(np.prod(v.shape)) for _, v in model.original_variables()) == \
+        gpt_fixture_json["n_trainable_parameters"]
+    assert len(model.trainable_variables) == gpt_fixture_json["n_trainable_variables"]
     assert assigned == names[:len(assigned)]
     for name, variable in model.original_variables():
         if name in assigned:
