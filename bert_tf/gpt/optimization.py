@@ -72,8 +72,8 @@ class OpenAIAdam(keras.optimizers.Optimizer):
 
     Args:
       learning_rate: train.py's `--lr` (a float).
-      t_total: number of updates of the whole run (train.py's `n_updates_total`); the schedule
-        runs on x = t / t_total.
+      t_total: number of updates of the whole run (train.py's `n_updates_total`; required,
+        keyword-only); the schedule runs on x = t / t_total.
       schedule: `--lr_schedule`, a key of `SCHEDULES`.
       warmup: `--lr_warmup`, as a fraction of t_total.
       b1, b2, e: Adam's β1, β2, ε.
@@ -82,7 +82,7 @@ class OpenAIAdam(keras.optimizers.Optimizer):
       max_grad_norm: global-norm clip (`--max_grad_norm`); ≤ 0 disables it.
     """
 
-    def __init__(self, learning_rate: float = 6.25e-5, t_total: int = 1,
+    def __init__(self, learning_rate: float = 6.25e-5, *, t_total: int,
                  schedule: str = "warmup_linear", warmup: float = 0.002, b1: float = 0.9,
                  b2: float = 0.999, e: float = 1e-8, l2: float = 0.01, vector_l2: bool = False,
                  max_grad_norm: float = 1.0, name: str = "openai_adam", **kwargs):
