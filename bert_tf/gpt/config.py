@@ -1,4 +1,4 @@
-"""`GptConfig`: GPT-1's hyper-parameters under the names of openai/finetune-transformer-lm's train.py."""
+"""`GptConfig`: GPT-1's hyper-parameters, named as openai/finetune-transformer-lm's train.py."""
 from __future__ import annotations
 
 import dataclasses
@@ -104,8 +104,8 @@ class GptConfig:
         known = [f.name for f in dataclasses.fields(cls)]
         unknown = sorted(set(json_object) - set(known))
         if unknown:
-            raise GptConfigError(f"{source}: unknown field(s) {', '.join(map(repr, unknown))}; a GPT "
-                                 f"config has {', '.join(known)}")
+            raise GptConfigError(f"{source}: unknown field(s) {', '.join(map(repr, unknown))}; "
+                                 f"a GPT config has {', '.join(known)}")
         config = cls.__new__(cls)
         for field in dataclasses.fields(cls):
             setattr(config, field.name, json_object.get(field.name, field.default))

@@ -111,7 +111,8 @@ def original_arrays_to_variables(arrays: Sequence[np.ndarray], config: GptConfig
         raise OriginalParamsError(f"{source}: {len(arrays)} arrays; expected the position and "
                                   "token tables first")
     positions, tokens = arrays[0], arrays[1]
-    if positions.ndim != 2 or positions.shape[1] != config.n_embd or positions.shape[0] < config.n_ctx:
+    if (positions.ndim != 2 or positions.shape[1] != config.n_embd
+            or positions.shape[0] < config.n_ctx):
         raise OriginalParamsError(
             f"{source}: the position table (entry 0 of {SHAPES_FILE}) is {list(positions.shape)}; "
             f"the config needs at least [{config.n_ctx}, {config.n_embd}] (n_ctx, n_embd)")

@@ -54,7 +54,8 @@ def train_mode_pdrop(manifest: dict[str, Any]) -> float:
     """The dropout rate a train-mode fixture's manifest names ("...clf_pdrop=0.1, ...")."""
     match = re.search(r"clf_pdrop=([0-9.]+)", manifest.get("mode", ""))
     if not match:
-        pytest.fail(f"cannot read the dropout rate from the manifest's mode {manifest.get('mode')!r}")
+        pytest.fail("cannot read the dropout rate from the manifest's mode "
+                    f"{manifest.get('mode')!r}")
     return float(match.group(1))
 
 

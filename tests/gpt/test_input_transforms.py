@@ -56,7 +56,8 @@ def test_multiple_choice_any_number_of_choices():
 
 
 def test_bad_rows_raise_one_line_errors():
-    with pytest.raises(UserInputError, match=r"row 1: the sequence has 7 tokens .* exceeds n_ctx 6"):
+    with pytest.raises(UserInputError,
+                       match=r"row 1: the sequence has 7 tokens .* exceeds n_ctx 6"):
         classification_inputs([[1], [1, 2, 3, 4, 5]], 6, SPECIAL)
     with pytest.raises(UserInputError, match=r"row 0, choice 1: the sequence has 9 tokens"):
         multiple_choice_inputs([[1, 2]], [[[3], [4, 5, 6, 7]]], 8, SPECIAL)

@@ -114,11 +114,14 @@ def _check_steps(records, final, logged_steps, logged_final):
         for key in ("train_loss", "clf_loss", "lm_loss", "clf_losses", "lm_losses"):
             np.testing.assert_allclose(ours[key], ref[key], rtol=0, atol=ATOL_LOSS, err_msg=key)
         np.testing.assert_allclose(ours["clf_logits"], ref["clf_logits"], atol=ATOL_LOGITS)
-        np.testing.assert_allclose(ours["norm"], ref["global_grad_norm_before_clip"], atol=ATOL_LOSS)
+        np.testing.assert_allclose(ours["norm"], ref["global_grad_norm_before_clip"],
+                                   atol=ATOL_LOSS)
         assert (ours["norm"] > 1.0) == ref["clipped"]
-    np.testing.assert_allclose(float(final["train_loss"]), logged_final["train_loss"], atol=ATOL_LOSS)
+    np.testing.assert_allclose(float(final["train_loss"]), logged_final["train_loss"],
+                               atol=ATOL_LOSS)
     np.testing.assert_allclose(final["clf_losses"], logged_final["clf_losses"], atol=ATOL_LOSS)
-    np.testing.assert_allclose(np.reshape(final["lm_losses"], -1), logged_final["lm_losses"], atol=ATOL_LOSS)
+    np.testing.assert_allclose(np.reshape(final["lm_losses"], -1), logged_final["lm_losses"],
+                               atol=ATOL_LOSS)
 
 
 def _check_params(model, expected, step1_grads, n_embd):

@@ -66,7 +66,8 @@ def test_writer_round_trip_is_byte_identical(gpt_fixtures, gpt_fixture_json, tmp
     write_original_param_files(tmp_path / "out", arrays)
     names = ["params_shapes.json"] + [f"params_{n}.npy" for n in range(N_PARAM_FILES)]
     for name in names:
-        assert (tmp_path / "out" / name).read_bytes() == (gpt_fixtures / "model" / name).read_bytes(), name
+        written = (tmp_path / "out" / name).read_bytes()
+        assert written == (gpt_fixtures / "model" / name).read_bytes(), name
     sizes = [np.load(tmp_path / "out" / f"params_{n}.npy").size for n in range(N_PARAM_FILES)]
     assert sizes == gpt_fixture_json["params_npy_chunk_sizes"]
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(names)  # no temp files
