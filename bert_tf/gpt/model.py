@@ -116,7 +116,10 @@ class GptModel(keras.Model):
         return token_ids, position_ids
 
     def call(self, inputs: Mapping[str, Any], training: bool | None = None,
-             return_intermediates: bool = False) -> dict[str, tf.Tensor]:
+             return_intermediates: bool = False,
+             with_lm_logits: bool = True) -> dict[str, tf.Tensor]:
+        """See the class docstring; `with_lm_logits=False` skips the LM head (its
+        [..., S-1, table_rows] matmul), e.g. for classification-only inference."""
         c = self.config
         token_ids, position_ids = self._ids(inputs)
         lead = tf.shape(token_ids)[:-1]
@@ -138,8 +141,9 @@ class GptModel(keras.Model):
             return tf.reshape(x, tf.concat([lead, tf.shape(x)[1:]], axis=0))
 
         hidden = unflatten(h)
-        out = {"hidden_states": hidden,
-               "lm_logits": unflatten(tied_lm_logits(h[:, :-1], table))}
+        out = {"hidden_states": hidden}
+        if with_lm_logits:
+            out["lm_logits"] = unflatten(tied_lm_logits(h[:, :-1], table))
         if self.clf is not None:
             logits, clf_h, pool_idx = self.clf(hidden, token_ids, training=training)
             out["clf_logits"] = logits

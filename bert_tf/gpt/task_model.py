@@ -68,10 +68,11 @@ class GptClassifier(keras.Model):
     def _expected_rank(self) -> int:
         return 2 if self.task in ("classification", "entailment") else 3
 
-    def call(self, inputs: Mapping[str, Any], training: bool | None = None) -> dict:
+    def call(self, inputs: Mapping[str, Any], training: bool | None = None,
+             with_lm_logits: bool = True) -> dict:
         """inputs: {"token_ids": int [B, S] or [B, C, S], optional "position_ids"}.
-        Returns {"logits": [B, num_classes] or [B, C], "lm_logits": [..., S-1, table_rows],
-        "hidden_states": [..., S, n_embd]}."""
+        Returns {"logits": [B, num_classes] or [B, C], "hidden_states": [..., S, n_embd]} and,
+        unless `with_lm_logits=False` (prediction only), "lm_logits" [..., S-1, table_rows]."""
         token_ids = tf.convert_to_tensor(inputs["token_ids"])
         if token_ids.shape.rank != self._expected_rank():
             raise UserInputError(
@@ -81,7 +82,7 @@ class GptClassifier(keras.Model):
         if self.task == "similarity" and token_ids.shape[1] not in (None, 2):
             raise UserInputError(f"GptClassifier(similarity): token_ids must hold the 2 orders "
                                  f"[B, 2, S], got shape {token_ids.shape}")
-        out = self.transformer(inputs, training=training)
+        out = self.transformer(inputs, training=training, with_lm_logits=with_lm_logits)
         hidden = out["hidden_states"]
         if self.task == "multiple_choice":
             logits, _, _ = self.clf(hidden, token_ids, training=training)
@@ -93,7 +94,10 @@ class GptClassifier(keras.Model):
             states = self.clf_dropout(states[:, tf.newaxis], training=training)[:, 0]
             logits = tf.matmul(states, tf.cast(self.clf_w, states.dtype))
             logits = logits + tf.cast(self.clf_b, states.dtype)
-        return {"logits": logits, "lm_logits": out["lm_logits"], "hidden_states": hidden}
+        result = {"logits": logits, "hidden_states": hidden}
+        if with_lm_logits:
+            result["lm_logits"] = out["lm_logits"]
+        return result
 
     def compute_losses(self, outputs: Mapping[str, tf.Tensor], token_ids: Any, mask: Any,
                        labels: Any) -> dict[str, tf.Tensor]:

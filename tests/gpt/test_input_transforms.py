@@ -98,6 +98,9 @@ def test_task_model_shapes_losses_and_keras_round_trip(tmp_path, task, shape, nu
     labels = np.array([0, 1, 1])
     out = model({"token_ids": tokens})
     assert tuple(out["logits"].shape) == logits_shape
+    lean = model({"token_ids": tokens}, with_lm_logits=False)
+    assert "lm_logits" not in lean
+    np.testing.assert_array_equal(lean["logits"], out["logits"])
     losses = model.compute_losses(out, tokens, mask, labels)
     expected = (tf.reduce_mean(losses["clf_losses"]) + 0.5 * tf.reduce_mean(losses["lm_losses"]))
     np.testing.assert_allclose(losses["train_loss"], expected, rtol=1e-6)
