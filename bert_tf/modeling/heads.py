@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from bert_tf.modeling.activations import get_activation
 from bert_tf.modeling.config import BertConfig
+from bert_tf.modeling.dropout import BertDropout
 from bert_tf.modeling.embeddings import layer_norm, truncated_normal
 from bert_tf.modeling.serialization import init_kwargs_from_saved, register
 
@@ -172,7 +173,7 @@ class ClassificationHead(keras.layers.Layer):
         super().__init__(**kwargs)
         self.config = config
         self.num_labels = num_labels
-        self.dropout = keras.layers.Dropout(dropout_rate)
+        self.dropout = BertDropout(dropout_rate)
         self.projection = OutputProjection(num_labels, config.hidden_size,
                                            truncated_normal(config), name="output")
 
@@ -228,7 +229,7 @@ class TokenClassificationHead(keras.layers.Layer):
         super().__init__(**kwargs)
         self.config = config
         self.num_labels = num_labels
-        self.dropout = keras.layers.Dropout(dropout_rate)
+        self.dropout = BertDropout(dropout_rate)
         self.projection = OutputProjection(num_labels, config.hidden_size,
                                            truncated_normal(config), name="output")
 
@@ -260,7 +261,7 @@ class MultipleChoiceHead(keras.layers.Layer):
         super().__init__(**kwargs)
         self.config = config
         self.num_choices = num_choices
-        self.dropout = keras.layers.Dropout(dropout_rate)
+        self.dropout = BertDropout(dropout_rate)
         self.projection = OutputProjection(1, config.hidden_size, truncated_normal(config),
                                            name="output")
 

@@ -1,0 +1,79 @@
+"""The fine-tuning loop under tf.distribute: MirroredStrategy over 2 logical CPUs and
+MultiWorkerMirroredStrategy over 2 local processes give the one-device losses at the same global
+batch, with dropout 0.1 (the original release's tiny fixture BERT, real MRPC pairs). Each run is a
+fresh process (`_finetune_worker.py`): logical devices and collectives are set up before TF
+starts."""
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+WORKER = os.path.join(os.path.dirname(__file__), "_finetune_worker.py")
+
+
+def _env(original_fixtures, shared_data, **extra):
+    return dict(os.environ, BERT_TF_FIXTURES=str(original_fixtures),
+                BERT_TF_DATA=str(shared_data), TF_CPP_MIN_LOG_LEVEL="2", **extra)
+
+
+def _run(original_fixtures, shared_data, *args):
+    proc = subprocess.run([sys.executable, WORKER, *map(str, args)], capture_output=True,
+                          text=True, env=_env(original_fixtures, shared_data), timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def one_device(original_fixtures, shared_data, tmp_path_factory):
+    return _run(original_fixtures, shared_data, "one_device", tmp_path_factory.mktemp("one"))
+
+
+def _assert_same_losses(reference, other, tolerance):
+    assert [r["step"] for r in other] == [r["step"] for r in reference] == [1, 2, 3, 4, 5, 6]
+    for a, b in zip(reference, other):
+        for key in ("loss", "grad_norm", "learning_rate"):
+            assert b[key] == pytest.approx(a[key], abs=tolerance), (a["step"], key, a, b)
+
+
+def test_one_device_run_trains_with_dropout(one_device):
+    assert one_device[-1]["loss"] < one_device[0]["loss"]
+
+
+def test_mirrored_two_replicas_equals_one_device(original_fixtures, shared_data, tmp_path,
+                                                 one_device):
+    mirrored = _run(original_fixtures, shared_data, "mirrored", tmp_path / "mirrored", 2)
+    _assert_same_losses(one_device, mirrored, 1e-5)
+    assert os.path.exists(tmp_path / "mirrored" / "model.ckpt-6.index")
+
+
+def _free_ports(n):
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def test_multi_worker_two_processes_agree(original_fixtures, shared_data, tmp_path, one_device):
+    workers = [f"127.0.0.1:{p}" for p in _free_ports(2)]
+    procs = []
+    for index in range(2):
+        tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+        env = _env(original_fixtures, shared_data, TF_CONFIG=json.dumps(tf_config))
+        procs.append(subprocess.Popen(
+            [sys.executable, WORKER, "multi_worker_mirrored", str(tmp_path / "mw")],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
+    outputs = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err[-4000:]
+        outputs.append(json.loads(out.strip().splitlines()[-1]))
+    _assert_same_losses(one_device, outputs[0], 1e-5)
+    _assert_same_losses(outputs[0], outputs[1], 1e-6)
+    # only the chief writes checkpoints
+    assert os.path.exists(tmp_path / "mw" / "shared" / "model.ckpt-6.index")
