@@ -12,6 +12,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from bert_tf.errors import UserInputError
 from bert_tf.io_utils import atomic_output_path
 from bert_tf.modeling import BertEncoder
 from bert_tf.tasks.packing import PackedInput, pack_tokens
@@ -47,7 +48,7 @@ def read_examples(input_file: str) -> list[InputExample]:
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as e:
-                raise ValueError(f"{input_file}:{i + 1}: not valid UTF-8 ({e.reason} at byte "
+                raise UserInputError(f"{input_file}:{i + 1}: not valid UTF-8 ({e.reason} at byte "
                                  f"{e.start})") from e
             examples.append(parse_line(i, line))
     return examples
@@ -95,10 +96,10 @@ def parse_layer_indexes(layers: str, num_layers: int) -> list[int]:
     try:
         indexes = [int(x) for x in layers.split(",")]
     except ValueError:
-        raise ValueError(f"--layers must be comma-separated integers, got {layers!r}") from None
+        raise UserInputError(f"--layers must be comma-separated integers, got {layers!r}") from None
     for i in indexes:
         if not -num_layers <= i < num_layers:
-            raise ValueError(f"--layers index {i} is out of range for a model with {num_layers} "
+            raise UserInputError(f"--layers index {i} is out of range for a model with {num_layers} "
                              "layers")
     return indexes
 

@@ -35,64 +35,76 @@ from typing import Sequence
 
 from absl import logging
 
+from bert_tf.errors import UserInputError
+from bert_tf.options import option
+from bert_tf import io_utils
 from bert_tf.tasks import glue
+from bert_tf.tasks.results import format_eval_results, softmax, write_eval_results
+from bert_tf.tasks.run_options import EvaluatingRunOptions
 
 
 @dataclasses.dataclass
-class ClassifierRunOptions:
+class ClassifierRunOptions(EvaluatingRunOptions):
     """The original run_classifier.py flags (same names and defaults), plus `seed` (example and
     input shuffle, new weights, dropout), `dev_file` (evaluate on this file, in the task's
     train/dev layout, instead of the task's dev set), `xnli_language`, `diagnostic_file` (GLUE
-    AX, predicted with an MNLI model), and `keep_checkpoint_max`."""
+    AX, predicted with an MNLI model), `keep_checkpoint_max` and the distribution flags."""
 
-    task_name: str
-    data_dir: str
-    bert_config_file: str
-    vocab_file: str
-    output_dir: str
-    init_checkpoint: str | None = None
-    do_lower_case: bool = True
-    max_seq_length: int = 128
-    do_train: bool = False
-    do_eval: bool = False
-    do_predict: bool = False
-    train_batch_size: int = 32
-    eval_batch_size: int = 8
-    predict_batch_size: int = 8
-    learning_rate: float = 5e-5
-    num_train_epochs: float = 3.0
-    warmup_proportion: float = 0.1
-    save_checkpoints_steps: int = 1000
-    seed: int = 12345
-    dev_file: str | None = None
-    xnli_language: str = "zh"
-    diagnostic_file: str | None = None
-    keep_checkpoint_max: int = 5
+    _: dataclasses.KW_ONLY
+    task_name: str = option(help="The name of the task to train: cola, sst-2, mrpc, sts-b, qqp, "
+                            "mnli, qnli, rte, wnli, xnli or imdb (case-insensitive).")
+    data_dir: str = option(help="The input data dir. Should contain the .tsv files (or other "
+                           "data files) for the task.")
+    dev_file: str | None = option(None, "Evaluate on this tsv (the task's train/dev layout) "
+                                  "instead of the task's dev set (IMDb: instead of the held-out "
+                                  "10%).")
+    xnli_language: str = option("zh", "XNLI: the language trained and evaluated.")
+    diagnostic_file: str | None = option(
+        None, "MNLI --do_predict: the GLUE diagnostic tsv for AX.tsv (default: diagnostic.tsv in "
+        "--data_dir or ../diagnostic/).")
+    tfds_data_dir: str | None = option(
+        None, "Read the task from a prepared tensorflow-datasets dataset (glue/<task>, "
+        "imdb_reviews) in this folder instead of --data_dir's tsv files; never downloads "
+        "(prepare offline: bert_tf.tasks.tfds_sources.prepare).")
+
+
+def _wants_tpu(opts) -> bool:
+    return bool(getattr(opts, "use_tpu", False)) or getattr(
+        opts, "distribution_strategy", None) == "tpu"
 
 
 def validate_options(opts: ClassifierRunOptions, config=None) -> None:
-    """Flag checks of the original (ValueError naming the flag)."""
+    """Flag checks of the original (UserInputError naming the flag)."""
     if not (opts.do_train or opts.do_eval or opts.do_predict):
-        raise ValueError("At least one of `do_train`, `do_eval` or `do_predict' must be True.")
+        raise UserInputError("At least one of `do_train`, `do_eval` or `do_predict' must be True.")
     glue.canonical_task_name(opts.task_name)
     for name in ("train_batch_size", "eval_batch_size", "predict_batch_size",
                  "save_checkpoints_steps", "max_seq_length", "keep_checkpoint_max"):
         if getattr(opts, name) <= 0:
-            raise ValueError(f"--{name} must be positive, got {getattr(opts, name)}")
+            raise UserInputError(f"--{name} must be positive, got {getattr(opts, name)}")
     if opts.max_seq_length < 3:
-        raise ValueError(f"--max_seq_length must be at least 3 ([CLS] A [SEP] B [SEP] needs "
+        raise UserInputError(f"--max_seq_length must be at least 3 ([CLS] A [SEP] B [SEP] needs "
                          f"room), got {opts.max_seq_length}")
     if not 0.0 <= opts.warmup_proportion <= 1.0:
-        raise ValueError(f"--warmup_proportion must be in [0, 1], got {opts.warmup_proportion}")
+        raise UserInputError(f"--warmup_proportion must be in [0, 1], got {opts.warmup_proportion}")
     if opts.do_train and not opts.learning_rate > 0:
-        raise ValueError(f"--learning_rate must be positive, got {opts.learning_rate}")
-    if not opts.data_dir or not os.path.isdir(opts.data_dir):
-        raise ValueError(f"--data_dir={opts.data_dir} is not a directory")
+        raise UserInputError(f"--learning_rate must be positive, got {opts.learning_rate}")
+    for name in ("data_dir", "bert_config_file", "vocab_file", "output_dir", "init_checkpoint",
+                 "dev_file", "diagnostic_file"):
+        io_utils.check_path(getattr(opts, name, None), f"--{name}")
+    if _wants_tpu(opts):  # TPU workers write the output themselves: gs:// only (as the original)
+        io_utils.require_cloud_storage(opts.output_dir, "--output_dir")
+    io_utils.check_path(getattr(opts, "tfds_data_dir", None), "--tfds_data_dir")
+    if getattr(opts, "tfds_data_dir", None):
+        if not io_utils.isdir(opts.tfds_data_dir):
+            raise UserInputError(f"--tfds_data_dir={opts.tfds_data_dir} is not a directory")
+    elif not opts.data_dir or not io_utils.isdir(opts.data_dir):
+        raise UserInputError(f"--data_dir={opts.data_dir} is not a directory")
     for name in ("bert_config_file", "vocab_file"):
-        if not os.path.exists(getattr(opts, name) or ""):
-            raise ValueError(f"--{name}={getattr(opts, name)} does not exist")
+        if not getattr(opts, name) or not io_utils.exists(getattr(opts, name)):
+            raise UserInputError(f"--{name}={getattr(opts, name)} does not exist")
     if config is not None and opts.max_seq_length > config.max_position_embeddings:
-        raise ValueError(
+        raise UserInputError(
             f"Cannot use sequence length {opts.max_seq_length} because the BERT model was only "
             f"trained up to sequence length {config.max_position_embeddings} "
             f"(--max_seq_length vs max_position_embeddings in {opts.bert_config_file})")
@@ -132,19 +144,6 @@ def per_example_losses(logits, label_ids, regression: bool):
     shifted = logits - logits.max(axis=-1, keepdims=True)
     log_probs = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
     return -log_probs[np.arange(len(label_ids)), label_ids.astype(np.int64)]
-
-
-def softmax(logits):
-    import numpy as np
-
-    shifted = logits.astype(np.float64) - logits.max(axis=-1, keepdims=True)
-    e = np.exp(shifted)
-    return e / e.sum(axis=-1, keepdims=True)
-
-
-def format_eval_results(results: dict) -> str:
-    """The original eval_results.txt: "key = value" lines in sorted key order."""
-    return "".join(f"{key} = {results[key]}\n" for key in sorted(results))
 
 
 def _suffix(split_name: str) -> str:
@@ -191,13 +190,13 @@ def find_diagnostic_file(data_dir: str, explicit: str | None) -> str | None:
     """The GLUE diagnostic (AX) file: `explicit`, else `data_dir/diagnostic.tsv`, else
     `data_dir/../diagnostic/diagnostic.tsv` (the GLUE download's layout), else None."""
     if explicit:
-        if not os.path.exists(explicit):
-            raise ValueError(f"--diagnostic_file={explicit} does not exist")
+        if not io_utils.exists(explicit):
+            raise UserInputError(f"--diagnostic_file={explicit} does not exist")
         return explicit
     for candidate in (os.path.join(data_dir, "diagnostic.tsv"),
                       os.path.join(data_dir, os.pardir, "diagnostic", "diagnostic.tsv")):
-        if os.path.exists(candidate):
-            return os.path.normpath(candidate)
+        if io_utils.exists(candidate):
+            return candidate if io_utils.is_remote(candidate) else os.path.normpath(candidate)
     return None
 
 
@@ -214,7 +213,7 @@ def _checkpoint_global_step(prefix: str | None) -> int:
     import tensorflow as tf
 
     try:
-        return int(tf.train.load_checkpoint(prefix).get_tensor("global_step"))
+        return int(tf.compat.v1.train.NewCheckpointReader(prefix).get_tensor("global_step"))
     except (tf.errors.OpError, ValueError):
         return 0
 
@@ -247,15 +246,20 @@ def run_classifier(opts: ClassifierRunOptions) -> dict:
     task = glue.canonical_task_name(opts.task_name)
     processor = glue.get_processor(task, opts.xnli_language)
     label_list = processor.get_labels()
+    source = processor  # where the examples come from: the tsv files, or a TFDS dataset
+    if getattr(opts, "tfds_data_dir", None):
+        from bert_tf.tasks.tfds_sources import TfdsTaskSource
+
+        source = TfdsTaskSource(task, opts.tfds_data_dir)
     train_examples = None
     if opts.do_train:
-        train_examples = processor.get_train_examples(opts.data_dir, opts.dev_file)
+        train_examples = source.get_train_examples(opts.data_dir, opts.dev_file)
         random.Random(opts.seed).shuffle(train_examples)
-    dev_splits = processor.get_dev_splits(opts.data_dir, opts.dev_file) if opts.do_eval else []
+    dev_splits = source.get_dev_splits(opts.data_dir, opts.dev_file) if opts.do_eval else []
     test_splits: list[glue.EvalSplit] = []
     if opts.do_predict:
-        test_splits = processor.get_test_splits(opts.data_dir)
-        if task == "mnli":
+        test_splits = source.get_test_splits(opts.data_dir)
+        if task == "mnli" and opts.data_dir:
             diagnostic = find_diagnostic_file(opts.data_dir, opts.diagnostic_file)
             if diagnostic:
                 test_splits.append(read_diagnostic(diagnostic))
@@ -263,7 +267,6 @@ def run_classifier(opts: ClassifierRunOptions) -> dict:
     import keras
 
     from bert_tf.evaluation.glue_metrics import glue_metrics
-    from bert_tf.io_utils import atomic_write_text
     from bert_tf.modeling import BertClassifier, BertConfig
     from bert_tf.pretrained import load_bert
     from bert_tf.training.finetuning import (FinetuneOptions, init_model, latest_checkpoint,
@@ -275,7 +278,12 @@ def run_classifier(opts: ClassifierRunOptions) -> dict:
         num_train_steps, num_warmup_steps = num_train_and_warmup_steps(
             len(train_examples), opts.train_batch_size, opts.num_train_epochs,
             opts.warmup_proportion)
-    os.makedirs(opts.output_dir, exist_ok=True)
+    if _wants_tpu(opts):
+        # The TPU is resolved before anything is written, as the original's TPU RunConfig.
+        from bert_tf.training.distribution import resolve_strategy
+
+        resolve_strategy(opts)
+    io_utils.makedirs(opts.output_dir)
     keras.utils.set_random_seed(opts.seed)  # the new classifier weights and dropout
     regression = processor.is_regression
     _, tokenizer, model = load_bert(
@@ -338,7 +346,7 @@ def run_classifier(opts: ClassifierRunOptions) -> dict:
             metrics["eval_loss"] = float(per_example_losses(logits, labels, regression).mean())
             metrics["global_step"] = int(global_step)
             path = os.path.join(opts.output_dir, f"eval_results{_suffix(split.name)}.txt")
-            atomic_write_text(path, format_eval_results(metrics))
+            write_eval_results(path, metrics)
             logging.info("***** Eval results: %s *****", split.name)
             for key in sorted(metrics):
                 logging.info("  %s = %s", key, metrics[key])

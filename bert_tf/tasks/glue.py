@@ -440,7 +440,7 @@ def canonical_task_name(task_name: str) -> str:
     key = task_name.strip().lower()
     key = _ALIASES.get(key, key)
     if key not in PROCESSORS:
-        raise ValueError(f"Task not found: {task_name!r} (--task_name must be one of "
+        raise GlueDataError(f"Task not found: {task_name!r} (--task_name must be one of "
                          f"{', '.join(task_names())})")
     return key
 

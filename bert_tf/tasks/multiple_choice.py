@@ -23,16 +23,19 @@ question. Columns are found by name, so the unnamed index column may be absent.
 """
 from __future__ import annotations
 
-from bert_tf.errors import UserInputError
 import csv
 import dataclasses
 import os
 import random
-from typing import Any, Sequence
+from typing import Sequence
 
 from absl import logging
 
+from bert_tf.errors import UserInputError
+from bert_tf.options import option
 from bert_tf.tasks.packing import pack_tokens
+from bert_tf.tasks.results import softmax, write_eval_results
+from bert_tf.tasks.run_options import EvaluatingRunOptions
 from bert_tf.tasks.run_checks import check_modes_and_files, check_positive
 
 NUM_CHOICES = 4
@@ -209,15 +212,6 @@ def swag_loss_fn(outputs: dict, batch: dict):
     return multiple_choice_loss(outputs["logits"], batch["labels"])
 
 
-def softmax(logits):
-    """Row-wise softmax of a NumPy array [N, C] (float64)."""
-    import numpy as np
-
-    z = logits.astype(np.float64) - logits.max(axis=-1, keepdims=True)
-    e = np.exp(z)
-    return e / e.sum(axis=-1, keepdims=True)
-
-
 def evaluate_logits(logits, labels) -> dict[str, float]:
     """Accuracy and mean loss of logits [N, C] against labels [N] (NumPy)."""
     import numpy as np
@@ -249,31 +243,21 @@ def write_predictions(path: str | os.PathLike, examples: Sequence[SwagExample], 
 # One run of tools/run_swag.py
 # ---------------------------------------------------------------------------------------------
 @dataclasses.dataclass
-class SwagRunOptions:
+class SwagRunOptions(EvaluatingRunOptions):
     """Flags of tools/run_swag.py (the original scripts' names; defaults are the paper's SWAG
-    setting: 3 epochs, learning rate 2e-5, batch size 16)."""
+    setting: 3 epochs, learning rate 2e-5, batch size 16). `data_dir` fills the files not given
+    (`resolve_data_files`)."""
 
-    bert_config_file: str
-    vocab_file: str
-    output_dir: str
-    train_file: str | None = None
-    eval_file: str | None = None
-    predict_file: str | None = None
-    init_checkpoint: str | None = None
-    do_lower_case: bool = True
-    max_seq_length: int = 128
-    do_train: bool = False
-    do_eval: bool = False
-    do_predict: bool = False
-    train_batch_size: int = 16
-    eval_batch_size: int = 8
-    predict_batch_size: int = 8
-    learning_rate: float = 2e-5
-    num_train_epochs: float = 3.0
-    warmup_proportion: float = 0.1
-    save_checkpoints_steps: int = 1000
-    keep_checkpoint_max: int = 5
-    seed: int = 12345
+    _: dataclasses.KW_ONLY
+    data_dir: str | None = option(None, "Folder with SWAG's train.csv, val.csv, test.csv.")
+    train_file: str | None = option(None, "Training csv; default data_dir/train.csv.")
+    eval_file: str | None = option(None, "Evaluation csv; default data_dir/val.csv.")
+    predict_file: str | None = option(None, "Prediction csv (label optional); default "
+                                      "data_dir/test.csv.")
+    max_seq_length: int = option(128, "WordPiece tokens per choice ([CLS] context [SEP] ending "
+                                 "[SEP]); longer pairs are truncated.")
+    train_batch_size: int = option(16, "Total batch size for training (questions).")
+    learning_rate: float = option(2e-5, "The initial learning rate for Adam.")
 
 
 def resolve_data_files(data_dir: str | None, train_file: str | None, eval_file: str | None,
@@ -287,25 +271,19 @@ def resolve_data_files(data_dir: str | None, train_file: str | None, eval_file: 
 
 
 def validate_options(opts: SwagRunOptions, config=None) -> None:
-    """Flag checks (ValueError naming the flag)."""
+    """Flag checks (UserInputError naming the flag)."""
     check_modes_and_files(opts)
     check_positive(opts, ("train_batch_size", "eval_batch_size", "predict_batch_size",
                           "save_checkpoints_steps", "keep_checkpoint_max"))
     if opts.max_seq_length < 3:
-        raise ValueError(f"--max_seq_length must be >= 3, got {opts.max_seq_length}")
+        raise UserInputError(f"--max_seq_length must be >= 3, got {opts.max_seq_length}")
     if not 0.0 <= opts.warmup_proportion <= 1.0:
-        raise ValueError(f"--warmup_proportion must be in [0, 1], got {opts.warmup_proportion}")
+        raise UserInputError(f"--warmup_proportion must be in [0, 1], got {opts.warmup_proportion}")
     if config is not None and opts.max_seq_length > config.max_position_embeddings:
-        raise ValueError(
+        raise UserInputError(
             f"Cannot use sequence length {opts.max_seq_length} because the BERT model was only "
             f"trained up to sequence length {config.max_position_embeddings} "
             f"(--max_seq_length vs max_position_embeddings in {opts.bert_config_file})")
-
-
-def _write_results(path: str, metrics: dict[str, Any]) -> None:
-    from bert_tf.io_utils import atomic_write_text
-
-    atomic_write_text(path, "".join(f"{k} = {metrics[k]}\n" for k in sorted(metrics)))
 
 
 def run_swag(opts: SwagRunOptions) -> dict:
@@ -322,6 +300,9 @@ def run_swag(opts: SwagRunOptions) -> dict:
     """
     from bert_tf.tokenization import validate_case_matches_checkpoint
 
+    opts = dataclasses.replace(opts, **dict(zip(
+        ("train_file", "eval_file", "predict_file"),
+        resolve_data_files(opts.data_dir, opts.train_file, opts.eval_file, opts.predict_file))))
     validate_options(opts)
     validate_case_matches_checkpoint(opts.do_lower_case, opts.init_checkpoint)
     train_examples = eval_examples = predict_examples = None
@@ -370,7 +351,7 @@ def run_swag(opts: SwagRunOptions) -> dict:
             keep_checkpoint_max=opts.keep_checkpoint_max, seed=opts.seed)
         result["train"] = finetuning.train_model(model, arrays, swag_loss_fn, train_options)
         global_step = result["train"]["global_step"]
-        _write_results(os.path.join(opts.output_dir, "train_results.txt"),
+        write_eval_results(os.path.join(opts.output_dir, "train_results.txt"),
                        {"first_loss": result["train"]["first_loss"],
                         "loss": result["train"]["loss"], "global_step": global_step})
     else:
@@ -397,7 +378,7 @@ def run_swag(opts: SwagRunOptions) -> dict:
                    "num_examples": len(examples)}
         if global_step is not None:
             metrics["global_step"] = global_step
-        _write_results(os.path.join(opts.output_dir, f"{prefix}_results.txt"), metrics)
+        write_eval_results(os.path.join(opts.output_dir, f"{prefix}_results.txt"), metrics)
         logging.info("***** %s results *****", prefix)
         for key in sorted(metrics):
             logging.info("  %s = %s", key, metrics[key])

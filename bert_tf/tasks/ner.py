@@ -31,16 +31,20 @@ document context the data provide):
 """
 from __future__ import annotations
 
-from bert_tf.errors import UserInputError
 import dataclasses
 import os
 import random
-from typing import Any, Sequence
+from typing import Sequence
 
 from absl import logging
 
+from bert_tf.errors import UserInputError
 from bert_tf.evaluation import conlleval
+from bert_tf.options import option
+from bert_tf.tasks.feature_based import FEATURE_LAYERS
+from bert_tf.tasks.results import write_eval_results
 from bert_tf.tasks.run_checks import check_modes_and_files, check_positive
+from bert_tf.tasks.run_options import EvaluatingRunOptions
 from bert_tf.tasks.squad import check_is_max_context, make_doc_spans
 
 # The nine tags of CoNLL-2003 (IOB1 uses B- only between two adjacent entities of one type).
@@ -513,44 +517,43 @@ def score_predictions(sentences: Sequence[NerSentence], predictions: Sequence[Se
 # One run of tools/run_ner.py
 # ---------------------------------------------------------------------------------------------
 @dataclasses.dataclass
-class NerRunOptions:
+class NerRunOptions(EvaluatingRunOptions):
     """Flags of tools/run_ner.py (the original scripts' names where they exist).
 
-    `document_context` fills each window with the neighbouring sentences of the document (the
-    paper's setting for CoNLL-2003; see `convert_sentences_to_features`).
-    `feature_based` trains the paper's feature-based tagger (frozen BERT, `feature_layers`
-    combination of its layers, `lstm_layers` BiLSTM layers of `lstm_units` per direction)
-    instead of fine-tuning `BertTokenClassifier`.
+    `data_dir` fills the files not given (`resolve_data_files`). `document_context` fills each
+    window with the neighbouring sentences of the document (the paper's setting for CoNLL-2003;
+    see `convert_sentences_to_features`). `feature_based` trains the paper's feature-based
+    tagger (frozen BERT, `feature_layers` combination of its layers, `lstm_layers` BiLSTM layers
+    of `lstm_units` per direction) instead of fine-tuning `BertTokenClassifier`.
     """
 
-    bert_config_file: str
-    vocab_file: str
-    output_dir: str
-    train_file: str | None = None
-    eval_file: str | None = None
-    predict_file: str | None = None
-    init_checkpoint: str | None = None
-    do_lower_case: bool = True
-    max_seq_length: int = 128
-    doc_stride: int = 64
-    document_context: bool = False
-    do_train: bool = False
-    do_eval: bool = False
-    do_predict: bool = False
-    train_batch_size: int = 32
-    eval_batch_size: int = 8
-    predict_batch_size: int = 8
-    learning_rate: float = 5e-5
-    num_train_epochs: float = 3.0
-    warmup_proportion: float = 0.1
-    save_checkpoints_steps: int = 1000
-    keep_checkpoint_max: int = 5
-    seed: int = 12345
-    feature_based: bool = False
-    feature_layers: str = "concat_last_four"
-    lstm_units: int = 768
-    lstm_layers: int = 2
-    dropout_rate: float = 0.1
+    _: dataclasses.KW_ONLY
+    data_dir: str | None = option(None, "Folder with eng.train, eng.testa, eng.testb "
+                                  "(CoNLL-2003).")
+    train_file: str | None = option(None, "Training file (CoNLL columns); default "
+                                    "data_dir/eng.train.")
+    eval_file: str | None = option(None, "Evaluation file; default data_dir/eng.testa.")
+    predict_file: str | None = option(None, "Prediction file (tags optional); default "
+                                      "data_dir/eng.testb.")
+    do_lower_case: bool = option(True, "Lower-case the input (True for uncased models; NER "
+                                 "usually uses a cased model with False).")
+    max_seq_length: int = option(128, "WordPiece tokens per window, [CLS] and [SEP] included; "
+                                 "longer sentences are split into windows.")
+    doc_stride: int = option(64, "Sub-tokens between the starts of the windows of a long "
+                             "sentence.")
+    document_context: bool = option(
+        False, "Fill each window with the neighbouring sentences of the same -DOCSTART- "
+        "document, the sentence in the middle (the paper's \"maximal document context\"); only "
+        "the sentence's own words are labelled.")
+    feature_based: bool = option(False, "Train a BiLSTM tagger on frozen BERT features instead "
+                                 "of fine-tuning BERT (the paper's section 5.3 ablation).")
+    feature_layers: str = option(
+        "concat_last_four", "Which BERT layers feed the feature-based tagger.",
+        choices=FEATURE_LAYERS)
+    lstm_units: int = option(768, "Feature-based: units per direction of each BiLSTM.")
+    lstm_layers: int = option(2, "Feature-based: number of BiLSTM layers.")
+    dropout_rate: float = option(0.1, "Dropout before the tagging layer (and between the BiLSTM "
+                                 "layers of the feature-based tagger).")
 
 
 def resolve_data_files(data_dir: str | None, train_file: str | None, eval_file: str | None,
@@ -564,23 +567,21 @@ def resolve_data_files(data_dir: str | None, train_file: str | None, eval_file: 
 
 
 def validate_options(opts: NerRunOptions, config=None) -> None:
-    """Flag checks (ValueError naming the flag)."""
+    """Flag checks (UserInputError naming the flag)."""
     check_modes_and_files(opts)
     check_positive(opts, ("train_batch_size", "eval_batch_size", "predict_batch_size",
                           "save_checkpoints_steps", "keep_checkpoint_max", "doc_stride",
                           "lstm_units", "lstm_layers"))
     if opts.max_seq_length < 3:
-        raise ValueError(f"--max_seq_length must be >= 3, got {opts.max_seq_length}")
+        raise UserInputError(f"--max_seq_length must be >= 3, got {opts.max_seq_length}")
     if not 0.0 <= opts.warmup_proportion <= 1.0:
-        raise ValueError(f"--warmup_proportion must be in [0, 1], got {opts.warmup_proportion}")
-    if opts.feature_based and config is not None:  # (imports TensorFlow)
-        from bert_tf.tasks.feature_based import FEATURE_LAYERS
-
+        raise UserInputError(f"--warmup_proportion must be in [0, 1], got {opts.warmup_proportion}")
+    if opts.feature_based and config is not None:
         if opts.feature_layers not in FEATURE_LAYERS:
-            raise ValueError(f"--feature_layers={opts.feature_layers!r}; expected one of "
+            raise UserInputError(f"--feature_layers={opts.feature_layers!r}; expected one of "
                              f"{', '.join(FEATURE_LAYERS)}")
     if config is not None and opts.max_seq_length > config.max_position_embeddings:
-        raise ValueError(
+        raise UserInputError(
             f"Cannot use sequence length {opts.max_seq_length} because the BERT model was only "
             f"trained up to sequence length {config.max_position_embeddings} "
             f"(--max_seq_length vs max_position_embeddings in {opts.bert_config_file})")
@@ -596,13 +597,6 @@ def _build_model(opts: NerRunOptions, config, num_labels: int):
     from bert_tf.modeling import BertTokenClassifier
 
     return BertTokenClassifier(config, num_labels, dropout_rate=opts.dropout_rate)
-
-
-def _write_results(path: str, metrics: dict[str, Any]) -> None:
-    """`key = value` lines, sorted by key (the original scripts' eval_results.txt)."""
-    from bert_tf.io_utils import atomic_write_text
-
-    atomic_write_text(path, "".join(f"{k} = {metrics[k]}\n" for k in sorted(metrics)))
 
 
 def _predict_and_write(model, sentences: Sequence[NerSentence], tokenizer,
@@ -640,7 +634,7 @@ def _predict_and_write(model, sentences: Sequence[NerSentence], tokenizer,
                "num_sentences": len(sentences)}
     if global_step is not None:
         metrics["global_step"] = global_step
-    _write_results(os.path.join(opts.output_dir, f"{prefix}_results.txt"), metrics)
+    write_eval_results(os.path.join(opts.output_dir, f"{prefix}_results.txt"), metrics)
     logging.info("***** %s results *****\n%s", prefix, conlleval.format_report(result))
     for key in sorted(metrics):
         logging.info("  %s = %s", key, metrics[key])
@@ -665,6 +659,9 @@ def run_ner(opts: NerRunOptions) -> dict:
     from bert_tf.tokenization import validate_case_matches_checkpoint
 
     # Flag and data errors come before TensorFlow is imported.
+    opts = dataclasses.replace(opts, **dict(zip(
+        ("train_file", "eval_file", "predict_file"),
+        resolve_data_files(opts.data_dir, opts.train_file, opts.eval_file, opts.predict_file))))
     validate_options(opts)
     validate_case_matches_checkpoint(opts.do_lower_case, opts.init_checkpoint)
     label_file = os.path.join(opts.output_dir, LABEL_LIST_FILE)
@@ -729,7 +726,7 @@ def run_ner(opts: NerRunOptions) -> dict:
             keep_checkpoint_max=opts.keep_checkpoint_max, seed=opts.seed)
         result["train"] = finetuning.train_model(model, arrays, ner_loss_fn, train_options)
         global_step = result["train"]["global_step"]
-        _write_results(os.path.join(opts.output_dir, "train_results.txt"),
+        write_eval_results(os.path.join(opts.output_dir, "train_results.txt"),
                        {"first_loss": result["train"]["first_loss"],
                         "loss": result["train"]["loss"], "global_step": global_step})
     else:

@@ -24,7 +24,6 @@ Behaviour kept from the original (and where this code differs):
 """
 from __future__ import annotations
 
-from bert_tf.errors import UserInputError
 import dataclasses
 import json
 import os
@@ -33,6 +32,9 @@ from typing import Any, Callable, Mapping, Sequence
 
 from absl import logging
 
+from bert_tf.errors import UserInputError
+from bert_tf.options import option
+from bert_tf.tasks.run_options import FinetuningRunOptions
 from bert_tf.tokenization import printable_text
 
 FIRST_UNIQUE_ID = 1000000000  # the original's first feature id
@@ -359,14 +361,14 @@ def make_doc_spans(num_tokens: int, max_tokens_for_doc: int, doc_stride: int) ->
 
 
 def check_lengths(max_seq_length: int, max_query_length: int, doc_stride: int) -> None:
-    """The original's flag checks on the lengths (ValueError naming the flags)."""
+    """The original's flag checks on the lengths (UserInputError naming the flags)."""
     if max_seq_length <= max_query_length + 3:
-        raise ValueError(f"The max_seq_length ({max_seq_length}) must be greater than "
+        raise UserInputError(f"The max_seq_length ({max_seq_length}) must be greater than "
                          f"max_query_length ({max_query_length}) + 3")
     if doc_stride <= 0:
-        raise ValueError(f"--doc_stride must be positive, got {doc_stride}")
+        raise UserInputError(f"--doc_stride must be positive, got {doc_stride}")
     if max_query_length <= 0:
-        raise ValueError(f"--max_query_length must be positive, got {max_query_length}")
+        raise UserInputError(f"--max_query_length must be positive, got {max_query_length}")
 
 
 def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer,
@@ -533,57 +535,58 @@ def features_to_arrays(features: Sequence[InputFeatures], is_training: bool) -> 
 # Fine-tuning and prediction (one tools/run_squad.py invocation)
 # ---------------------------------------------------------------------------------------------
 @dataclasses.dataclass
-class SquadRunOptions:
+class SquadRunOptions(FinetuningRunOptions):
     """The original run_squad.py flags (same names and defaults), plus `seed` (example shuffle,
-    input pipeline, initialisation of new weights, dropout), `on_bad_answer` ("skip" as the
-    original, or "raise") and `keep_checkpoint_max`."""
+    input pipeline, initialisation of new weights, dropout), `on_bad_answer` (flag
+    `--bad_answers`: "skip" as the original, or "raise"), `keep_checkpoint_max` and the
+    distribution flags."""
 
-    bert_config_file: str
-    vocab_file: str
-    output_dir: str
-    train_file: str | None = None
-    predict_file: str | None = None
-    init_checkpoint: str | None = None
-    do_lower_case: bool = True
-    max_seq_length: int = 384
-    doc_stride: int = 128
-    max_query_length: int = 64
-    do_train: bool = False
-    do_predict: bool = False
-    train_batch_size: int = 32
-    predict_batch_size: int = 8
-    learning_rate: float = 5e-5
-    num_train_epochs: float = 3.0
-    warmup_proportion: float = 0.1
-    save_checkpoints_steps: int = 1000
-    n_best_size: int = 20
-    max_answer_length: int = 30
-    verbose_logging: bool = False
-    version_2_with_negative: bool = False
-    null_score_diff_threshold: float = 0.0
-    seed: int = 12345
-    on_bad_answer: str = "skip"
-    keep_checkpoint_max: int = 5
+    _: dataclasses.KW_ONLY
+    train_file: str | None = option(None, "SQuAD json for training. E.g., train-v1.1.json")
+    predict_file: str | None = option(None, "SQuAD json for predictions. E.g., dev-v1.1.json "
+                                      "or test-v1.1.json")
+    max_seq_length: int = option(384, "The maximum total input sequence length after WordPiece "
+                                 "tokenization. Sequences longer than this will be truncated, "
+                                 "and sequences shorter than this will be padded.")
+    doc_stride: int = option(128, "When splitting up a long document into chunks, how much "
+                             "stride to take between chunks.")
+    max_query_length: int = option(64, "The maximum number of tokens for the question. "
+                                   "Questions longer than this will be truncated to this length.")
+    n_best_size: int = option(20, "The total number of n-best predictions to generate in the "
+                              "nbest_predictions.json output file.")
+    max_answer_length: int = option(30, "The maximum length of an answer that can be generated. "
+                                    "This is needed because the start and end predictions are "
+                                    "not conditioned on one another.")
+    verbose_logging: bool = option(False, "If true, all of the warnings related to data "
+                                   "processing will be printed.")
+    version_2_with_negative: bool = option(False, "If true, the SQuAD examples contain some "
+                                           "that do not have an answer.")
+    null_score_diff_threshold: float = option(0.0, "If null_score - best_non_null is greater "
+                                              "than the threshold predict null.")
+    on_bad_answer: str = option(
+        "skip", "Training answers whose text does not match their context span: skip them "
+        "(logged by question id, as the original) or stop with an error.",
+        choices=("skip", "raise"), flag="bad_answers")
 
 
 def validate_options(opts: SquadRunOptions, config=None) -> None:
-    """The original's `validate_flags_or_throw` (ValueError naming the flag)."""
+    """The original's `validate_flags_or_throw` (UserInputError naming the flag)."""
     if not opts.do_train and not opts.do_predict:
-        raise ValueError("At least one of `do_train` or `do_predict` must be True.")
+        raise UserInputError("At least one of `do_train` or `do_predict` must be True.")
     if opts.do_train and not opts.train_file:
-        raise ValueError("If `do_train` is True, then `train_file` must be specified.")
+        raise UserInputError("If `do_train` is True, then `train_file` must be specified.")
     if opts.do_predict and not opts.predict_file:
-        raise ValueError("If `do_predict` is True, then `predict_file` must be specified.")
+        raise UserInputError("If `do_predict` is True, then `predict_file` must be specified.")
     for name in ("train_batch_size", "predict_batch_size", "n_best_size", "max_answer_length",
                  "save_checkpoints_steps"):
         if getattr(opts, name) <= 0:
-            raise ValueError(f"--{name} must be positive, got {getattr(opts, name)}")
+            raise UserInputError(f"--{name} must be positive, got {getattr(opts, name)}")
     if not 0.0 <= opts.warmup_proportion <= 1.0:
-        raise ValueError(f"--warmup_proportion must be in [0, 1], got {opts.warmup_proportion}")
+        raise UserInputError(f"--warmup_proportion must be in [0, 1], got {opts.warmup_proportion}")
     if opts.on_bad_answer not in ("skip", "raise"):
-        raise ValueError(f"--bad_answers must be 'skip' or 'raise', got {opts.on_bad_answer!r}")
+        raise UserInputError(f"--bad_answers must be 'skip' or 'raise', got {opts.on_bad_answer!r}")
     if config is not None and opts.max_seq_length > config.max_position_embeddings:
-        raise ValueError(
+        raise UserInputError(
             f"Cannot use sequence length {opts.max_seq_length} because the BERT model was only "
             f"trained up to sequence length {config.max_position_embeddings} "
             f"(--max_seq_length vs max_position_embeddings in {opts.bert_config_file})")

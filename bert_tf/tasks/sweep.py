@@ -23,6 +23,9 @@ from typing import Sequence
 
 from absl import logging
 
+from bert_tf.errors import UserInputError
+from bert_tf.options import option
+
 PAPER_LEARNING_RATES = (5e-5, 4e-5, 3e-5, 2e-5)
 
 # The dev score the paper reports, by the keys a run's results have (first match wins):
@@ -31,6 +34,7 @@ METRIC_PRIORITY = ("mcc", "spearmanr", "f1", "acc", "accuracy", "exact")
 
 SCRIPTS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), "tools")
+CLI_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "cli")
 
 
 @dataclasses.dataclass
@@ -51,9 +55,10 @@ class SweepOptions:
       timeout_s: per-run limit (None: none).
     """
 
-    script: str
-    script_args: Sequence[str]
-    output_dir: str
+    script: str = option("run_classifier", "tools/ script to run (run_classifier, run_squad, "
+                         "run_ner, run_swag) or a path to one.")
+    script_args: Sequence[str] = option([], positional=True)
+    output_dir: str = option(None, "Root directory; one sub-directory per run.", required=True)
     learning_rates: Sequence[float] = PAPER_LEARNING_RATES
     seeds: Sequence[int] | None = None
     metric: str | None = None
@@ -63,13 +68,16 @@ class SweepOptions:
 
 
 def resolve_script(script: str) -> str:
-    """`run_classifier` -> `<project>/tools/run_classifier.py`; a path is returned as is."""
+    """`run_classifier` -> `<project>/tools/run_classifier.py` (or, without a checkout,
+    `bert_tf/cli/run_classifier.py`, the same tool); a path is returned as is."""
     if os.path.exists(script):
         return script
     name = script if script.endswith(".py") else script + ".py"
     path = os.path.join(SCRIPTS_DIR, name)
+    if not os.path.exists(path):  # an installed wheel: the same tool's `bert_tf.cli` module
+        path = os.path.join(CLI_DIR, name)
     if not os.path.exists(path):
-        raise ValueError(f"--script={script}: no such file, and no {name} in {SCRIPTS_DIR}")
+        raise UserInputError(f"--script={script}: no such file, and no {name} in {SCRIPTS_DIR}")
     return path
 
 
@@ -77,8 +85,8 @@ def _check_script_args(args: Sequence[str]) -> None:
     for arg in args:
         for flag in ("--learning_rate", "--output_dir"):
             if arg == flag or arg.startswith(flag + "="):
-                raise ValueError(f"{arg}: the sweep sets {flag} for every run; leave it out of "
-                                 "the script's arguments")
+                raise UserInputError(f"{arg}: the sweep sets {flag} for every run; leave it out "
+                                     "of the script's arguments")
 
 
 def read_eval_results(run_dir: str) -> dict | None:
@@ -138,7 +146,7 @@ def run_sweep(opts: SweepOptions) -> dict:
     script_args = ["--flagfile=" + a[len("--config="):] if a.startswith("--config=") else a
                    for a in opts.script_args]
     if not opts.learning_rates:
-        raise ValueError("no learning rates to sweep")
+        raise UserInputError("no learning rates to sweep")
     os.makedirs(opts.output_dir, exist_ok=True)
     seeds: list[int | None] = list(opts.seeds) if opts.seeds else [None]
     runs = []

@@ -49,7 +49,9 @@ def test_run_errors_name_the_flag(tmp_path, original_fixtures):
         expand_input_files(str(tmp_path / "nothing-*"))
     config = str(original_fixtures / "checkpoint" / "bert_config.json")
     with pytest.raises(ValueError, match="do_train or --do_eval"):
-        run_pretraining(PretrainingRun(config, "x", str(tmp_path)))
+        run_pretraining(PretrainingRun(bert_config_file=config, input_file="x",
+                                       output_dir=str(tmp_path)))
     with pytest.raises(ValueError, match="--max_seq_length=1024 is longer than max_position"):
-        run_pretraining(PretrainingRun(config, "x", str(tmp_path), do_train=True,
+        run_pretraining(PretrainingRun(bert_config_file=config, input_file="x",
+                                       output_dir=str(tmp_path), do_train=True,
                                        max_seq_length=1024))

@@ -1,0 +1,80 @@
+"""`bert-tf-create-pretraining-data` / tools/create_pretraining_data.py: masked-LM / next-sentence
+pretraining TFRecords from raw text, with the original's flags, defaults and output.
+
+Faithful mode (the default) writes exactly the original's examples in the original's order;
+`--mode=scalable` streams the corpus into resumable shards with several processes (see
+docs/pretraining_data.md).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+from bert_tf.cli import run_tool
+from bert_tf.options import option
+from bert_tf.pretraining_data import (PretrainingDataError, PretrainingDataOptions,
+                                      create_pretraining_data, create_pretraining_data_sharded,
+                                      load_tokenizer)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CreatePretrainingDataRun(PretrainingDataOptions):
+    """What to generate (`PretrainingDataOptions`, the original's flags) and where from/to."""
+
+    input_file: str = option(help="Input raw text file (or comma-separated list of files, globs "
+                             "allowed).")
+    output_file: str = option(help="Output TF example file (or comma-separated list of files). "
+                              "In scalable mode: the shard prefix.")
+    vocab_file: str = option(help="The vocabulary file that the BERT model was trained on.")
+    do_lower_case: bool = option(True, "Whether to lower case the input text. Should be True "
+                                 "for uncased models and False for cased models.")
+    mode: str = option("faithful", "faithful: the original's exact output (one process, all "
+                       "instances in memory). scalable: sharded, multi-process, bounded memory, "
+                       "resumable.", choices=("faithful", "scalable"))
+    num_workers: int = option(1, "Scalable mode: worker processes.")
+    docs_per_shard: int = option(1000, "Scalable mode: documents per output shard.")
+    overwrite: bool = option(False, "Scalable mode: replace shards of an earlier run with other "
+                             "settings under the same --output_file prefix.")
+    progress_interval: float = option(10.0, "Scalable mode: seconds between progress lines.")
+    skip_invalid_lines: bool = option(False, "Skip lines that are not valid UTF-8 (counted in the "
+                                      "summary) instead of stopping with an error naming file "
+                                      "and line.")
+    allow_prediction_cap: bool = option(
+        False, "Deprecated, ignored: --max_predictions_per_seq below round(masked_lm_prob * "
+        "max_seq_length) is always accepted and caps the predictions as the original does (with "
+        "a warning).")
+
+    def data_options(self) -> PretrainingDataOptions:
+        """The `PretrainingDataOptions` part alone (what the generators fingerprint)."""
+        return PretrainingDataOptions(**{f.name: getattr(self, f.name)
+                                         for f in dataclasses.fields(PretrainingDataOptions)})
+
+
+def create(run: CreatePretrainingDataRun) -> None:
+    """Generates the data as `run` says (faithful or scalable mode)."""
+    options = run.data_options()
+    if run.mode == "faithful":
+        if run.num_workers != 1:
+            raise PretrainingDataError(
+                f"--num_workers={run.num_workers} needs --mode=scalable (faithful mode "
+                "reproduces the original's single-process order)")
+        tokenizer = load_tokenizer(run.vocab_file, run.do_lower_case)
+        create_pretraining_data(run.input_file, run.output_file, tokenizer, options,
+                                skip_invalid_lines=run.skip_invalid_lines,
+                                allow_prediction_cap=run.allow_prediction_cap,
+                                vocab_file=run.vocab_file)
+    else:
+        create_pretraining_data_sharded(
+            run.input_file, run.output_file, run.vocab_file, run.do_lower_case, options,
+            num_workers=run.num_workers, docs_per_shard=run.docs_per_shard,
+            skip_invalid_lines=run.skip_invalid_lines,
+            allow_prediction_cap=run.allow_prediction_cap, overwrite=run.overwrite,
+            progress_interval=run.progress_interval)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    run_tool(create, CreatePretrainingDataRun, argv)
+
+
+if __name__ == "__main__":
+    main()
