@@ -1,12 +1,28 @@
-"""Throughput of the Python `FullTokenizer` and the `InGraphTokenizer` on IMDb reviews.
+"""Tokenizer throughput on IMDb reviews: bert_tf's in-graph modes beside tensorflow-text's
+FastBertTokenizer, Hugging Face's Rust tokenizer and the Python `FullTokenizer`.
 
-  python bench/bench_tokenizers.py [--num_reviews=2000] [--repeats=3] [--batch_size=64]
+  python bench/bench_tokenizers.py [--num_reviews=2000] [--repeats=5] [--batch_size=64]
+      [--tokenizers=in_graph_fast,fast_bert,in_graph_exact,hf_rust,python]
 
-Prints one JSON object: reviews/s and word pieces/s for each tokenizer (medians over
-`--repeats` timed passes over the same reviews, after one untimed warm-up pass; the in-graph
-tokenizer runs batched inside a `tf.function`), plus how many reviews got different ids
-(expected 0). Data: the first `--num_reviews` reviews of ../shared/data/imdb/train.tsv.gz
-(columns file, rating, label, text) with the bert-base-uncased vocab from
+Prints one JSON object. Every tokenizer runs in this one process, interleaved pass by pass
+(A B C D A B C D ...; after one untimed warm-up pass each), so that load from other jobs on a
+shared machine falls on all of them alike; per tokenizer: median seconds of the `--repeats`
+timed passes, reviews/s, word pieces/s, every pass's seconds, the ratio of word pieces/s to
+FastBertTokenizer's and to the exact in-graph mode's (medians of the per-round ratios), and how
+many reviews got ids different from `FullTokenizer` (the original's tokenizer).
+
+  * in_graph_fast / in_graph_exact: `InGraphTokenizer(mode=...)`, batches of `--batch_size`
+    inside one `tf.function` each;
+  * fast_bert: `tensorflow_text.FastBertTokenizer(vocab, lower_case_nfd_strip_accents=True)`,
+    same batches, same `tf.function` use;
+  * hf_rust: Hugging Face's Rust tokenizer (`tokenizers.BertWordPieceTokenizer`, the pipeline
+    behind transformers' `BertTokenizerFast`: lowercase, clean_text, handle_chinese_chars,
+    strip_accents=None), `encode_batch` of `--batch_size` reviews without special tokens (it
+    uses its own thread pool); skipped with a note if `tokenizers` is missing;
+  * python: `FullTokenizer`, one review at a time, tokens -> ids.
+
+Data: the first `--num_reviews` reviews of ../shared/data/imdb/train.tsv.gz (columns file,
+rating, label, text) with the bert-base-uncased vocab from
 ../shared/fixtures/original/vocab_uncased.txt, do_lower_case=True. Without ../shared it prints a
 JSON object with "skipped" and exits 0.
 """
@@ -26,10 +42,13 @@ from absl import app, flags
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+ALL_TOKENIZERS = ("in_graph_fast", "fast_bert", "in_graph_exact", "hf_rust", "python")
+
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("num_reviews", 2000, "How many reviews (from the start of the file).")
-flags.DEFINE_integer("repeats", 3, "Timed passes per tokenizer; the median is reported.")
-flags.DEFINE_integer("batch_size", 64, "Batch size for the in-graph tokenizer.")
+flags.DEFINE_integer("repeats", 5, "Timed passes per tokenizer (interleaved); medians reported.")
+flags.DEFINE_integer("batch_size", 64, "Batch size of the batched tokenizers.")
+flags.DEFINE_list("tokenizers", list(ALL_TOKENIZERS), f"Which of {ALL_TOKENIZERS} to run.")
 flags.DEFINE_string("shared_dir", os.environ.get("BERT_TF_SHARED", str(ROOT.parent / "shared")),
                     "The project's ../shared folder (fixtures and data).")
 
@@ -47,15 +66,56 @@ def read_reviews(path: pathlib.Path, limit: int) -> list[str]:
     return texts
 
 
-def timed(fn, repeats: int) -> tuple[float, object]:
-    """Runs `fn` once untimed, then `repeats` times; (median seconds, last result)."""
-    result = fn()
-    seconds = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = fn()
-        seconds.append(time.perf_counter() - start)
-    return statistics.median(seconds), result
+def build_runners(names: list[str], vocab: str, texts: list[str], batch_size: int):
+    """name -> (run() -> list of id lists, description); names that cannot run -> note."""
+    import tensorflow as tf
+    import tensorflow_text
+
+    from bert_tf.tokenization import FullTokenizer, InGraphTokenizer
+
+    runners, notes = {}, {}
+    text_batches = [texts[i:i + batch_size] for i in range(0, len(texts), batch_size)]
+    tensor_batches = [tf.constant(batch) for batch in text_batches]
+    spec = [tf.TensorSpec([None], tf.string)]
+
+    def graph_runner(tokenize):
+        fn = tf.function(tokenize, input_signature=spec)
+        return lambda: [row for batch in tensor_batches for row in fn(batch).to_list()]
+
+    for name in names:
+        if name in ("in_graph_fast", "in_graph_exact"):
+            mode = name.rsplit("_", 1)[1]
+            runners[name] = graph_runner(InGraphTokenizer(vocab, True, mode=mode).tokenize)
+        elif name == "fast_bert":
+            tokens = FullTokenizer(vocab, True).inv_vocab
+            fast_bert = tensorflow_text.FastBertTokenizer(
+                vocab=[tokens[i] for i in range(len(tokens))], token_out_type=tf.int32,
+                lower_case_nfd_strip_accents=True, max_bytes_per_word=800)
+            runners[name] = graph_runner(fast_bert.tokenize)
+        elif name == "hf_rust":
+            try:
+                from tokenizers import BertWordPieceTokenizer
+            except ImportError as e:
+                notes[name] = f"skipped: {e}"
+                continue
+            # What transformers' BertTokenizerFast runs: BertNormalizer + BertPreTokenizer +
+            # WordPiece (200 characters per word), in Rust.
+            hf = BertWordPieceTokenizer(vocab, clean_text=True, handle_chinese_chars=True,
+                                        strip_accents=None, lowercase=True)
+
+            def run_hf(hf=hf):
+                out = []
+                for batch in text_batches:
+                    out.extend(e.ids for e in hf.encode_batch(batch, add_special_tokens=False))
+                return out
+            runners[name] = run_hf
+        elif name == "python":
+            python = FullTokenizer(vocab, True)
+            runners[name] = lambda: [python.convert_tokens_to_ids(python.tokenize(t))
+                                     for t in texts]
+        else:
+            raise ValueError(f"--tokenizers: unknown {name!r}; expected some of {ALL_TOKENIZERS}")
+    return runners, notes
 
 
 def main(argv):
@@ -71,43 +131,59 @@ def main(argv):
     import tensorflow as tf
     import tensorflow_text
 
-    from bert_tf.tokenization import FullTokenizer, InGraphTokenizer
+    from bert_tf.tokenization import FullTokenizer
 
     texts = read_reviews(data, FLAGS.num_reviews)
-    python = FullTokenizer(str(vocab), do_lower_case=True)
-    graph = InGraphTokenizer(str(vocab), do_lower_case=True)
+    reference = FullTokenizer(str(vocab), do_lower_case=True)
+    want = [reference.convert_tokens_to_ids(reference.tokenize(t)) for t in texts]
+    pieces = sum(len(ids) for ids in want)
+    runners, notes = build_runners(FLAGS.tokenizers, str(vocab), texts, FLAGS.batch_size)
 
-    def run_python():
-        return [python.convert_tokens_to_ids(python.tokenize(t)) for t in texts]
+    seconds: dict[str, list[float]] = {name: [] for name in runners}
+    different: dict[str, int] = {}
+    for name, run in runners.items():  # Warm-up (tracing) pass, also the correctness check.
+        got = run()
+        different[name] = sum(g != w for g, w in zip(got, want))
+    for _ in range(FLAGS.repeats):
+        for name, run in runners.items():
+            start = time.perf_counter()
+            run()
+            seconds[name].append(time.perf_counter() - start)
 
-    tokenize = tf.function(graph.tokenize, input_signature=[tf.TensorSpec([None], tf.string)])
-    batches = [tf.constant(texts[i:i + FLAGS.batch_size])
-               for i in range(0, len(texts), FLAGS.batch_size)]
+    def ratio_to(name: str, base: str):
+        if base not in seconds:
+            return None
+        return round(statistics.median(b / a for a, b in zip(seconds[name], seconds[base])), 3)
 
-    def run_graph():
-        return [tokenize(batch) for batch in batches]
-
-    py_seconds, py_ids = timed(run_python, FLAGS.repeats)
-    tf_seconds, tf_out = timed(run_graph, FLAGS.repeats)
-    tf_ids = [row for out in tf_out for row in out.to_list()]
-    pieces = sum(len(ids) for ids in py_ids)
+    results = {}
+    for name, passes in seconds.items():
+        median = statistics.median(passes)
+        results[name] = {
+            "seconds": round(median, 4), "reviews_per_s": round(len(texts) / median, 1),
+            "word_pieces_per_s": round(pieces / median),
+            "seconds_per_pass": [round(s, 4) for s in passes],
+            "vs_fast_bert": ratio_to(name, "fast_bert"),
+            "vs_in_graph_exact": ratio_to(name, "in_graph_exact"),
+            "texts_with_ids_different_from_full_tokenizer": different[name]}
+    results.update({name: {"note": note} for name, note in notes.items()})
+    versions = {"python": platform.python_version(), "tensorflow": tf.__version__,
+                "tensorflow_text": tensorflow_text.__version__}
+    try:
+        import tokenizers
+        import transformers
+        versions.update(tokenizers=tokenizers.__version__, transformers=transformers.__version__)
+    except ImportError:
+        pass
     report = {
         "data": {"file": str(data), "reviews": len(texts),
                  "characters": sum(len(t) for t in texts), "word_pieces": pieces,
                  "vocab": str(vocab), "do_lower_case": True},
-        "python_full_tokenizer": {
-            "seconds": round(py_seconds, 4), "reviews_per_s": round(len(texts) / py_seconds, 1),
-            "tokens_per_s": round(pieces / py_seconds)},
-        "in_graph_tokenizer": {
-            "batch_size": FLAGS.batch_size, "seconds": round(tf_seconds, 4),
-            "reviews_per_s": round(len(texts) / tf_seconds, 1),
-            "tokens_per_s": round(pieces / tf_seconds)},
-        "reviews_with_different_ids": sum(a != b for a, b in zip(py_ids, tf_ids)),
-        "repeats": FLAGS.repeats,
-        "statistic": "median of the timed passes; one warm-up pass (tracing) excluded",
-        "environment": {"python": platform.python_version(), "tensorflow": tf.__version__,
-                        "tensorflow_text": tensorflow_text.__version__,
-                        "cpu_count": os.cpu_count(), "machine": platform.machine()},
+        "batch_size": FLAGS.batch_size, "repeats": FLAGS.repeats,
+        "statistic": ("median of the timed passes, tokenizers interleaved pass by pass in one "
+                      "process; vs_* = median over rounds of (other's seconds / this one's); "
+                      "one warm-up pass each (tracing) excluded"),
+        "results": results,
+        "environment": {**versions, "cpu_count": os.cpu_count(), "machine": platform.machine()},
     }
     print(json.dumps(report, indent=2))
 

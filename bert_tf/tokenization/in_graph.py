@@ -20,6 +20,12 @@ in bytes rather than characters. Step by step, as the original:
   4. CJK ideographs and punctuation (ASCII non-alphanumerics and P*) get spaces around them;
   5. split on whitespace; words over `max_input_chars_per_word` (200) characters become [UNK];
   6. greedy longest-match-first WordPiece (a word with any piece missing becomes one [UNK]).
+
+Two modes give these ids. `mode="exact"` runs the steps above as written. `mode="fast"` (the
+default) sends each text whose characters tensorflow-text's `FastBertTokenizer` provably handles
+like the original (`fast_in_graph.py`; nearly all English text) through that tokenizer's two
+linear-time ops and only the rest through the exact steps; the ids are the same, about 2-3x
+faster. `tokenize_words` and `basic_tokenize` always run the exact steps.
 """
 from __future__ import annotations
 
@@ -31,9 +37,12 @@ from typing import Sequence
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from bert_tf.tokenization.fast_in_graph import FastPathRouter
 from bert_tf.tokenization.full_tokenizer import load_vocab
 
-__all__ = ["InGraphTokenizer"]
+__all__ = ["InGraphTokenizer", "MODES"]
+
+MODES = ("fast", "exact")
 
 _CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
                (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
@@ -102,6 +111,8 @@ class InGraphTokenizer(tf.Module):
     Attributes:
       vocab_file: `tf.saved_model.Asset` of the vocab file (exported with a SavedModel).
       do_lower_case: whether text is lower-cased and accent-stripped.
+      mode: "fast" (FastBertTokenizer where it provably agrees, see `fast_in_graph`) or
+        "exact" (the step-by-step ops only); both give the same ids.
       vocab_size: number of tokens (Python int).
       pad_id, unk_id, cls_id, sep_id, mask_id: ids of "[PAD]", "[UNK]", "[CLS]", "[SEP]" and
         "[MASK]" (Python ints; None for a token the vocab lacks, except [UNK], which is required).
@@ -109,18 +120,24 @@ class InGraphTokenizer(tf.Module):
 
     def __init__(self, vocab_file: str | os.PathLike, do_lower_case: bool = True,
                  unk_token: str = "[UNK]", max_input_chars_per_word: int = 200,
-                 name: str | None = None):
+                 mode: str = "fast", name: str | None = None):
         """Args:
           vocab_file: WordPiece vocab, one token per line (read and validated by `load_vocab`).
           do_lower_case: lower-case and strip accents, as `FullTokenizer(do_lower_case=...)`.
           unk_token: token for words that cannot be split; must be in the vocab.
           max_input_chars_per_word: longer words (in characters) become one `unk_token`.
+          mode: "fast" or "exact" (same ids; "fast" is 2-3x faster on typical text and puts the
+            tensorflow-text ops FastBertNormalize and FastWordpieceTokenizeWithOffsets in the
+            graph besides the classic ones).
           name: tf.Module name.
 
         Raises:
-          FileNotFoundError / ValueError: see `load_vocab`; ValueError if `unk_token` is missing.
+          FileNotFoundError / ValueError: see `load_vocab`; ValueError if `unk_token` is missing
+          or `mode` is unknown.
         """
         super().__init__(name=name)
+        if mode not in MODES:
+            raise ValueError(f"InGraphTokenizer: mode={mode!r}; expected one of {MODES}")
         vocab_file = os.fspath(vocab_file)
         vocab = load_vocab(vocab_file)
         if unk_token not in vocab:
@@ -129,6 +146,7 @@ class InGraphTokenizer(tf.Module):
         tokens = list(vocab.keys())
         self.vocab_file = tf.saved_model.Asset(vocab_file)
         self.do_lower_case = bool(do_lower_case)
+        self.mode = mode
         self.unk_token = unk_token
         self.max_input_chars_per_word = int(max_input_chars_per_word)
         self.vocab_size = len(tokens)
@@ -149,6 +167,12 @@ class InGraphTokenizer(tf.Module):
             # Words are limited in characters below; every word that passes fits in 4 bytes/char.
             max_bytes_per_word=4 * self.max_input_chars_per_word,
             token_out_type=tf.int32, unknown_token=unk_token, split_unknown_characters=False)
+        self._fast = None
+        if mode == "fast":
+            self._fast = FastPathRouter(
+                tokens, self.do_lower_case, unk_token, self.max_input_chars_per_word,
+                whitespace_class=self._classes["whitespace"],
+                delete_class=self._classes["delete"])
 
     def basic_tokenize(self, texts: tf.Tensor | Sequence[str]) -> tf.RaggedTensor | tf.Tensor:
         """Like `BasicTokenizer.tokenize`: words and punctuation before WordPiece.
@@ -186,7 +210,10 @@ class InGraphTokenizer(tf.Module):
           int32 RaggedTensor [batch, (pieces)] (for a scalar input: a 1-D int32 Tensor).
         """
         texts, scalar = self._as_batch(texts)
-        ids = self._tokenize_words(texts).merge_dims(1, 2)
+        if self._fast is None:
+            ids = self._tokenize_words(texts).merge_dims(1, 2)
+        else:
+            ids = self._tokenize_routed(texts)
         return ids[0] if scalar else ids
 
     __call__ = tokenize
@@ -238,6 +265,11 @@ class InGraphTokenizer(tf.Module):
         texts = tf.strings.lower(texts, encoding="utf-8")
         texts = tf_text.normalize_utf8(texts, "NFD")
         return tf.strings.regex_replace(texts, self._classes["mn"], "")
+
+    def _tokenize_routed(self, texts: tf.Tensor) -> tf.RaggedTensor:
+        """Fast mode: [batch] tf.string -> int32 [batch, (pieces)] (see `FastPathRouter`)."""
+        return self._fast.tokenize(
+            texts, lambda some: self._tokenize_words(some).merge_dims(1, 2))
 
     def _tokenize_words(self, texts: tf.Tensor) -> tf.RaggedTensor:
         """[batch] tf.string -> int32 [batch, (words), (pieces)]."""

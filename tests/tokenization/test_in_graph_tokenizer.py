@@ -65,7 +65,7 @@ needs_unicode_14 = pytest.mark.skipif(
 @pytest.fixture(scope="module")
 def uncased(original_fixtures):
     vocab = str(original_fixtures / "vocab_uncased.txt")
-    return {lower: (FullTokenizer(vocab, lower), InGraphTokenizer(vocab, lower))
+    return {lower: (FullTokenizer(vocab, lower), InGraphTokenizer(vocab, lower, mode="exact"))
             for lower in (True, False)}
 
 
@@ -73,10 +73,11 @@ def _strings(tensor) -> list:
     return [[w.decode("utf-8") for w in row] for row in tensor.to_list()]
 
 
+@pytest.mark.parametrize("mode", ["fast", "exact"])
 @pytest.mark.parametrize("name", FIXTURE_FILES)
-def test_matches_original_fixtures(original_fixtures, name):
+def test_matches_original_fixtures(original_fixtures, name, mode):
     vocab, lower, cases = fixture_setup(original_fixtures, name)
-    tokenizer = InGraphTokenizer(str(vocab), do_lower_case=lower)
+    tokenizer = InGraphTokenizer(str(vocab), do_lower_case=lower, mode=mode)
     texts = [t.encode("utf-8") if isinstance(t, str) else t for t in map(case_input, cases)]
     ids = tokenizer.tokenize(tf.constant(texts, tf.string)).to_list()
     basic = _strings(tokenizer.basic_tokenize(tf.constant(texts, tf.string)))
@@ -124,9 +125,9 @@ def test_tf_function_and_dataset(uncased):
 
 
 class _Wrapper(tf.Module):
-    def __init__(self, vocab_file):
+    def __init__(self, vocab_file, mode):
         super().__init__()
-        self.tokenizer = InGraphTokenizer(vocab_file, do_lower_case=True)
+        self.tokenizer = InGraphTokenizer(vocab_file, do_lower_case=True, mode=mode)
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def tokenize(self, texts):
@@ -149,11 +150,13 @@ def _graph_ops(saved_model_dir) -> set[str]:
     return ops
 
 
-def test_saved_model_round_trip(original_fixtures, uncased, tmp_path):
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+def test_saved_model_round_trip(original_fixtures, uncased, tmp_path, mode):
     python, _ = uncased[True]
-    texts = ["Hello, World!", "", "Héllo wörld — naïve café", "null\x00byte 5€ hi😀there"]
+    texts = ["Hello, World!", "", "Héllo wörld — naïve café", "null\x00byte 5€ hi😀there",
+             "ΑΣ straße"]
     want = [python.convert_tokens_to_ids(python.tokenize(t)) for t in texts]
-    module = _Wrapper(str(original_fixtures / "vocab_uncased.txt"))
+    module = _Wrapper(str(original_fixtures / "vocab_uncased.txt"), mode)
     export_dir = tmp_path / "tokenizer"
     tf.saved_model.save(module, str(export_dir), signatures={"serving_default": module.serve})
     assert (export_dir / "assets" / "vocab_uncased.txt").exists()
@@ -163,9 +166,13 @@ def test_saved_model_round_trip(original_fixtures, uncased, tmp_path):
     got = tf.RaggedTensor.from_row_splits(out["ids"], out["row_splits"]).to_list()
     assert got == want
     assert loaded.tokenizer.vocab_file.asset_path.numpy().decode().endswith("vocab_uncased.txt")
-    # Only core TF ops plus the two classic tensorflow-text ops that TF Serving builds link.
+    # Only core TF ops plus the two classic tensorflow-text ops that TF Serving builds link
+    # (the fast mode adds the two ops of FastBertTokenizer, also in TF Serving's text ops_lib).
     non_core = {op for op in _graph_ops(export_dir) if not hasattr(tf.raw_ops, op)}
-    assert non_core <= {"NormalizeUTF8", "WordpieceTokenizeWithOffsets"}, non_core
+    allowed = {"NormalizeUTF8", "WordpieceTokenizeWithOffsets"}
+    if mode == "fast":
+        allowed |= {"FastBertNormalize", "FastWordpieceTokenizeWithOffsets"}
+    assert non_core <= allowed, non_core
 
 
 def test_vocab_errors(tmp_path):

@@ -1,0 +1,185 @@
+"""The fast in-graph mode: tensorflow-text's `FastBertTokenizer` on the texts it provably
+tokenizes exactly like `FullTokenizer`, the exact in-graph ops on the rest.
+
+`FastBertTokenizer` (`FastBertNormalize` + `FastWordpieceTokenizeWithOffsets`, both linear-time
+C++ ops) differs from the original BERT tokenizer in a few systematic ways:
+
+  * it lower-cases with full case folding plus compatibility (NFKC) folding: `ß` -> `ss`,
+    `ﬁ` -> `fi`, `½` -> `1⁄2`, `¹` -> `1`, `ς` -> `σ`, `´` -> ` ́` ...;
+  * it has no final-sigma rule (`Σ` is always `σ`);
+  * it maps control and format characters (Cc/Cf) to a space instead of deleting them, and
+    drops the Hangul fillers U+115F/U+1160;
+  * its Unicode tables are newer than Python 3.11's (Unicode 14.0);
+  * it limits words in bytes, the original in characters.
+
+Everything else, i.e. per-code-point normalization, whitespace / punctuation / CJK splitting and
+greedy longest-match-first WordPiece with whole-word [UNK], is the same. So a text whose every
+character is in the *fast-path set* below gets the original's ids from `FastBertTokenizer`:
+
+  * assigned in Unicode 3.2 with the same general category as in Python's tables (so both sides
+    agree on what the character is), not C* / Z* (except " ", "\\t", "\\n", "\\r"), not U+FFFD,
+    not the Hangul fillers U+115F / U+1160;
+  * do_lower_case only: NFKC(c) == NFC(c) (no compatibility folding), `c.lower() == c.casefold()`
+    (no case-folding difference), not `Σ` (final sigma), lower-case + NFD + dropping Mn gives at
+    most one character (so word lengths in characters are unchanged) and leaves no combining
+    character that canonical reordering could move.
+
+Whether this rule describes the installed ops is not assumed: tests/tokenization sweeps all
+1,112,064 code points (alone and inside a word) and checks that every fast-path character
+gives `FullTokenizer`'s ids (in do_lower_case=True mode 91,500 characters are fast-path).
+
+Per batch, `FastPathRouter.tokenize`:
+  1. checks every text with one RE2 full match over the fast-path set; a batch that passes (the
+     usual case) is one `FastBertTokenizer` call and nothing else;
+  2. otherwise applies the original's cleaning to the other texts (invalid UTF-8 dropped,
+     whitespace -> " ", NUL/U+FFFD/Cc/Cf deleted: the Windows-1252 control characters common
+     in scraped text) and checks them again;
+  3. word length: `FastBertTokenizer` runs with `max_bytes_per_word = max_input_chars_per_word`
+     (200), so a word over the limit becomes [UNK] there as in the original; only a word of
+     more bytes than characters can differ, so a non-ASCII text that got an [UNK] is re-done;
+  4. texts that failed 2 or 3 (e.g. with `Σ`, `ß`, `½`, scripts newer than Unicode 3.2) are
+     tokenized by the exact ops and their rows put back in place.
+"""
+from __future__ import annotations
+
+import functools
+import unicodedata
+from typing import Callable
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+__all__ = ["FastPathRouter", "fast_path_class"]
+
+ExactTokenize = Callable[[tf.Tensor], tf.RaggedTensor]
+
+# Default-ignorable letters (category Lo) that the fast normalizer drops and Python keeps.
+_HANGUL_FILLERS = ("\u115f", "\u1160")
+
+
+def _is_fast_path_character(char: str, do_lower_case: bool) -> bool:
+    """The fast-path rule (see the module docstring) for one character."""
+    if char in " \t\n\r":
+        return True
+    category = unicodedata.category(char)
+    if category[0] in "CZ" or char in _HANGUL_FILLERS or char == "\ufffd":
+        return False  # C*, Z* and U+FFFD (deleted): cleaned first or left to the exact path.
+    if unicodedata.ucd_3_2_0.category(char) != category:
+        return False  # Assigned (or re-categorised) after Unicode 3.2.
+    if not do_lower_case:
+        return True
+    if char == "\u03a3" or char.lower() != char.casefold():
+        return False
+    if unicodedata.normalize("NFKC", char) != unicodedata.normalize("NFC", char):
+        return False
+    decomposed = unicodedata.normalize("NFD", char.lower())
+    kept = [c for c in decomposed if unicodedata.category(c) != "Mn"]
+    return len(kept) <= 1 and all(unicodedata.combining(c) == 0 for c in kept)
+
+
+@functools.lru_cache(maxsize=None)
+def fast_path_class(do_lower_case: bool, unidata_version: str) -> str:
+    """RE2 character class (with brackets) of the fast-path characters.
+
+    Built from Python's `unicodedata` (about 0.3 s, cached per process); `unidata_version` is
+    only the cache key.
+    """
+    del unidata_version
+    ranges: list[list[int]] = []
+    for cp in range(0x110000):
+        if 0xD800 <= cp <= 0xDFFF or not _is_fast_path_character(chr(cp), do_lower_case):
+            continue
+        if ranges and ranges[-1][1] == cp - 1:
+            ranges[-1][1] = cp
+        else:
+            ranges.append([cp, cp])
+    body = "".join(f"\\x{{{a:X}}}" if a == b else f"\\x{{{a:X}}}-\\x{{{b:X}}}"
+                   for a, b in ranges)
+    return "[" + body + "]"
+
+
+class FastPathRouter(tf.Module):
+    """`FastBertTokenizer` where its ids are provably the original's, exact ops elsewhere.
+
+    Attributes:
+      fast_bert: the `tf_text.FastBertTokenizer` (int32 ids, vocab order = ids).
+    """
+
+    def __init__(self, tokens: list[str], do_lower_case: bool, unk_token: str,
+                 max_input_chars_per_word: int, whitespace_class: str, delete_class: str,
+                 name: str | None = None):
+        """Args:
+          tokens: the vocab, token i has id i.
+          do_lower_case: as `FullTokenizer`.
+          unk_token: the unknown token (in `tokens`).
+          max_input_chars_per_word: longer words (in characters) are [UNK] (the original's 200).
+          whitespace_class, delete_class: RE2 classes of the characters the original's cleaning
+            maps to a space / deletes (from `in_graph._character_classes`).
+          name: tf.Module name.
+        """
+        super().__init__(name=name)
+        self._plain = fast_path_class(bool(do_lower_case), unicodedata.unidata_version) + "*"
+        self._whitespace_class = whitespace_class
+        self._delete_class = delete_class
+        self._unk_id = tokens.index(unk_token)
+        self.fast_bert = tf_text.FastBertTokenizer(
+            vocab=tokens, suffix_indicator="##",
+            # In bytes: the same limit as the original's for ASCII words; other words that hit
+            # it are re-done by the exact ops (step 3 of the module docstring).
+            max_bytes_per_word=max_input_chars_per_word, token_out_type=tf.int32,
+            unknown_token=unk_token, no_pretokenization=False,
+            lower_case_nfd_strip_accents=bool(do_lower_case))
+
+    def is_plain(self, texts: tf.Tensor) -> tf.Tensor:
+        """bool [batch]: every character (valid UTF-8 and) in the fast-path set."""
+        return tf.strings.regex_full_match(texts, self._plain)
+
+    def clean(self, texts: tf.Tensor) -> tf.Tensor:
+        """The original's `_clean_text` (+ dropping invalid UTF-8) as ops: [n] -> [n]."""
+        texts = tf.strings.unicode_transcode(texts, input_encoding="UTF-8",
+                                             output_encoding="UTF-8", errors="ignore")
+        texts = tf.strings.regex_replace(texts, self._whitespace_class, " ")
+        return tf.strings.regex_replace(texts, self._delete_class, "")
+
+    def tokenize(self, texts: tf.Tensor, exact: ExactTokenize) -> tf.RaggedTensor:
+        """Texts [batch] -> int32 [batch, (pieces)], the original's ids.
+
+        Args:
+          texts: tf.string [batch].
+          exact: the exact tokenization, tf.string [n] -> int32 [n, (pieces)], for the texts
+            the fast path cannot take.
+        """
+        plain = self.is_plain(texts)
+        texts_in, plain = tf.cond(tf.reduce_all(plain), lambda: (texts, plain),
+                                  lambda: self._clean_others(texts, plain))
+        ids = self.fast_bert.tokenize(texts_in)  # [batch, (pieces)]
+        # A word over max_bytes_per_word got [UNK]; in characters it may be within the limit.
+        has_unk = tf.reduce_any(tf.equal(ids, self._unk_id), axis=1)
+        non_ascii = tf.strings.length(texts_in) != tf.strings.length(texts_in, unit="UTF8_CHAR")
+        redo = ~plain | (has_unk & non_ascii)
+        return tf.cond(tf.reduce_any(redo), lambda: self._redo_rows(texts, ids, redo, exact),
+                       lambda: ids)
+
+    def _clean_others(self, texts: tf.Tensor, plain: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """Cleans the non-plain texts and checks them again: (texts, plain) [batch]."""
+        others = tf.where(~plain)
+        cleaned = self.clean(tf.gather_nd(texts, others))
+        return (tf.tensor_scatter_nd_update(texts, others, cleaned),
+                tf.tensor_scatter_nd_update(plain, others, self.is_plain(cleaned)))
+
+    @staticmethod
+    def _redo_rows(texts: tf.Tensor, ids: tf.RaggedTensor, redo: tf.Tensor,
+                   exact: ExactTokenize) -> tf.RaggedTensor:
+        """Rows of `ids` where `redo` replaced by `exact` of the original texts."""
+        keep_index, redo_index = tf.where(~redo)[:, 0], tf.where(redo)[:, 0]
+        redone = exact(tf.gather(texts, redo_index))
+        merged = tf.concat([tf.gather(ids, keep_index), redone], axis=0)
+        order = tf.concat([keep_index, redo_index], axis=0)
+        return tf.gather(merged, tf.math.invert_permutation(order))
+
+    def split(self, texts: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """(fast bool [batch], texts after cleaning) as `tokenize` decides them before running
+        FastBertTokenizer (for tests and statistics; step 3 may move more texts)."""
+        plain = self.is_plain(texts)
+        texts_in, plain = self._clean_others(texts, plain)
+        return plain, texts_in
