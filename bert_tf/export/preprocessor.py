@@ -221,7 +221,8 @@ class BertPreprocessor(tf.Module):
           do_lower_case: as `FullTokenizer(do_lower_case=...)`.
         """
         super().__init__(name=name)
-        self.tokenizer = InGraphTokenizer(vocab_file, do_lower_case=do_lower_case)
+        # Classic tensorflow-text ops only (serving_compat); mode="fast" gives the same ids.
+        self.tokenizer = InGraphTokenizer(vocab_file, do_lower_case=do_lower_case, mode="exact")
         if self.tokenizer.cls_id is None or self.tokenizer.sep_id is None:
             raise ValueError(f"{os.fspath(vocab_file)}: the vocab needs [CLS] and [SEP] tokens to "
                              "pack BERT inputs")
