@@ -45,6 +45,32 @@ from bert_tf.pretraining_data.writer import ExampleEncoder, TFRecordShardWriter,
 FORMAT_VERSION = 1
 
 
+MODES = ("faithful", "scalable")
+
+
+def choose_mode(mode: str | None, num_workers: int) -> str:
+    """The generation mode from `--mode` and `--num_workers`, as a user expects them to combine:
+    `--num_workers` above 1 asks for several processes, which only scalable mode has, so it
+    selects scalable mode when `--mode` is not given; no `--mode` and one worker is faithful
+    mode (the original's output). An explicit `--mode=faithful` with `--num_workers` > 1 is a
+    contradiction and an error.
+
+    Raises:
+      PretrainingDataError: an unknown mode, `--num_workers` < 1, or faithful with workers.
+    """
+    if num_workers < 1:
+        raise PretrainingDataError(f"--num_workers={num_workers} must be >= 1")
+    if mode in (None, "", "auto"):
+        return "scalable" if num_workers > 1 else "faithful"
+    if mode not in MODES:
+        raise PretrainingDataError(f"--mode={mode!r}: expected one of {', '.join(MODES)}")
+    if mode == "faithful" and num_workers > 1:
+        raise PretrainingDataError(
+            f"--mode=faithful with --num_workers={num_workers}: faithful mode is one process "
+            "(the original's exact order); drop --mode (or pass --mode=scalable) for workers")
+    return mode
+
+
 def output_prefix(output_file: str) -> str:
     """`--output_file` -> shard prefix: a trailing `.tfrecord` is dropped (`out/x.tfrecord` gives
     shards `out/x-00000.tfrecord`, ...); an existing folder (or a path ending in "/") gives

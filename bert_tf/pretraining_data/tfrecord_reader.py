@@ -15,6 +15,12 @@ the original's: input_ids, input_mask, segment_ids [batch, max_seq_length] int32
 masked_lm_positions, masked_lm_ids [batch, max_predictions_per_seq] int32; masked_lm_weights
 [batch, max_predictions_per_seq] float32; next_sentence_labels [batch, 1] int32.
 
+Before the pipeline is built, `check_pretraining_files` checks every file against the flags: the
+file's record framing (a truncated file is named with the record it ends in) and the first
+record's features (names, types and lengths against `--max_seq_length` /
+`--max_predictions_per_seq`), so a mismatch is one line naming the file, the record (counted from
+0) and the flag, not a TensorFlow error in the middle of training.
+
 Distribution: pass `input_context` (tf.distribute.InputContext, as given to the dataset function
 of `distribute_datasets_from_function`); files (or, with fewer files than input pipelines,
 records) are then sharded per pipeline. `batch_size` is what each pipeline yields, i.e. the
@@ -22,9 +28,12 @@ per-replica batch (`input_context.get_per_replica_batch_size(global_batch)`).
 """
 from __future__ import annotations
 
+import struct
 from typing import Callable, Sequence
 
 import tensorflow as tf
+
+from bert_tf.errors import UserInputError
 
 FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions",
                  "masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
@@ -35,7 +44,7 @@ def expand_input_files(input_files: str | Sequence[str]) -> list[str]:
     run_pretraining (`tf.io.gfile.glob`, sorted within a pattern).
 
     Raises:
-      ValueError: a pattern matches nothing (names it).
+      TFRecordInputError: a pattern matches nothing (names it).
     """
     if isinstance(input_files, str):
         input_files = input_files.split(",")
@@ -46,10 +55,11 @@ def expand_input_files(input_files: str | Sequence[str]) -> list[str]:
             continue
         matches = sorted(tf.io.gfile.glob(pattern))
         if not matches:
-            raise ValueError(f"--input_file: no file matches {pattern!r}")
+            raise TFRecordInputError(f"--input_file: no file matches {pattern!r}; expected "
+                                     "TFRecord files of create_pretraining_data.py")
         files.extend(matches)
     if not files:
-        raise ValueError("--input_file: no input files given")
+        raise TFRecordInputError("--input_file: no input files given")
     return files
 
 
@@ -66,6 +76,118 @@ def name_to_features(max_seq_length: int, max_predictions_per_seq: int) -> dict:
     }
 
 
+class TFRecordInputError(UserInputError):
+    """A pretraining TFRecord file that does not fit the flags (names file, record, flag)."""
+
+
+_INT_FEATURES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions",
+                 "masked_lm_ids", "next_sentence_labels")
+
+
+def _expected_lengths(max_seq_length: int, max_predictions_per_seq: int) -> dict:
+    seq = (max_seq_length, f"--max_seq_length={max_seq_length}")
+    pred = (max_predictions_per_seq, f"--max_predictions_per_seq={max_predictions_per_seq}")
+    return {"input_ids": seq, "input_mask": seq, "segment_ids": seq,
+            "masked_lm_positions": pred, "masked_lm_ids": pred, "masked_lm_weights": pred,
+            "next_sentence_labels": (1, "one label per example")}
+
+
+def _scan_frames(path: str, scan_all: bool) -> tuple[int, bytes | None]:
+    """Walks the TFRecord framing of `path` (headers only; `scan_all=False`: the first record).
+
+    Returns (records seen, first record's data or None when the file is empty).
+    Raises TFRecordInputError for a truncated file or a damaged first record.
+    """
+    from bert_tf.pretraining_data.writer import _mask, crc32c
+
+    first = None
+    count = 0
+    with tf.io.gfile.GFile(path, "rb") as f:
+        size = f.size()
+        offset = 0
+        while offset < size:
+            header = f.read(12)
+            if len(header) < 12:
+                raise TFRecordInputError(
+                    f"{path}: record {count}: truncated (the file ends {size - offset} bytes "
+                    "into its 12-byte header); expected a complete TFRecord file (was it "
+                    "copied or written completely?)")
+            (length,) = struct.unpack_from("<Q", header, 0)
+            end = offset + 12 + length + 4
+            if count == 0:
+                (hcrc,) = struct.unpack_from("<I", header, 8)
+                if int(_mask(crc32c([header[:8]]))[0]) != hcrc:
+                    raise TFRecordInputError(
+                        f"{path}: record 0: bad header checksum; expected a TFRecord file "
+                        "(uncompressed) of create_pretraining_data.py")
+            if end > size:
+                raise TFRecordInputError(
+                    f"{path}: record {count}: truncated (expected {length} data bytes + "
+                    f"checksum, the file ends {end - size} bytes short); expected a complete "
+                    "TFRecord file (was it copied or written completely?)")
+            if count == 0:
+                first = f.read(length)
+                (dcrc,) = struct.unpack("<I", f.read(4))
+                if int(_mask(crc32c([first]))[0]) != dcrc:
+                    raise TFRecordInputError(
+                        f"{path}: record 0: data checksum mismatch (damaged file)")
+                if not scan_all:
+                    return 1, first
+            else:
+                f.seek(end)
+            offset = end
+            count += 1
+    return count, first
+
+
+def check_pretraining_files(files: Sequence[str], max_seq_length: int,
+                            max_predictions_per_seq: int, scan_all: bool | None = None) -> None:
+    """Checks pretraining TFRecords against the flags before any training step.
+
+    Per file: the TFRecord framing (all record headers when `scan_all`, default: for local
+    files; remote files only their first record) and the first record's features: every name of
+    `name_to_features`, int64 or float as the original writes them, and
+    `--max_seq_length` / `--max_predictions_per_seq` values each.
+
+    Raises:
+      TFRecordInputError: one line naming the file, the record (from 0), what was expected
+        (the flag) and what was found.
+    """
+    expected = _expected_lengths(max_seq_length, max_predictions_per_seq)
+    for path in files:
+        local = "://" not in path
+        try:
+            count, first = _scan_frames(path, local if scan_all is None else scan_all)
+        except tf.errors.OpError as e:
+            raise TFRecordInputError(f"{path}: cannot read ({e.message})") from None
+        if first is None:
+            raise TFRecordInputError(f"{path}: contains no records; expected pretraining "
+                                     "examples of create_pretraining_data.py")
+        try:
+            example = tf.train.Example.FromString(first)
+        except Exception:  # noqa: BLE001 - protobuf's DecodeError
+            raise TFRecordInputError(f"{path}: record 0: not a tf.train.Example; expected "
+                                     "pretraining examples of create_pretraining_data.py") \
+                from None
+        features = example.features.feature
+        for name, (length, flag) in expected.items():
+            if name not in features:
+                raise TFRecordInputError(
+                    f"{path}: record 0: no feature {name!r}; expected the pretraining features "
+                    f"{', '.join(FEATURE_NAMES)} (a file of create_pretraining_data.py)")
+            feature = features[name]
+            kind = feature.WhichOneof("kind")
+            want_kind = "int64_list" if name in _INT_FEATURES else "float_list"
+            if kind != want_kind:
+                raise TFRecordInputError(f"{path}: record 0: feature {name!r} is a {kind}; "
+                                         f"expected a {want_kind}")
+            found = len(getattr(feature, kind).value)
+            if found != length:
+                raise TFRecordInputError(
+                    f"{path}: record 0: feature {name!r} has {found} values; expected {length} "
+                    f"({flag}; the file was written with a different setting)")
+
+
 def decode_records(records: tf.Tensor, features_spec: dict) -> dict:
     """Serialized examples [batch] (string) -> dict of features, int64 cast to int32."""
     parsed = tf.io.parse_example(records, features_spec)
@@ -79,7 +201,8 @@ def pretraining_dataset(input_files: str | Sequence[str], max_seq_length: int,
                         input_context: tf.distribute.InputContext | None = None,
                         seed: int | None = None, repeat: bool = True,
                         deterministic: bool | None = None,
-                        shuffle_buffer_size: int = 100) -> tf.data.Dataset:
+                        shuffle_buffer_size: int = 100,
+                        check_files: bool = True) -> tf.data.Dataset:
     """The pretraining input pipeline (see the module docstring).
 
     Args:
@@ -96,6 +219,10 @@ def pretraining_dataset(input_files: str | Sequence[str], max_seq_length: int,
       deterministic: interleave order; default: deterministic only if `seed` is given (the
         original's training interleave is "sloppy").
       shuffle_buffer_size: record shuffle buffer (100 in the original).
+      check_files: first run `check_pretraining_files` (framing + first record's shapes).
+
+    Raises:
+      TFRecordInputError: see `expand_input_files` and `check_pretraining_files`.
 
     Returns:
       tf.data.Dataset of dicts: input_ids, input_mask, segment_ids [B, max_seq_length] int32;
@@ -103,6 +230,8 @@ def pretraining_dataset(input_files: str | Sequence[str], max_seq_length: int,
       masked_lm_weights [B, max_predictions_per_seq] float32; next_sentence_labels [B, 1] int32.
     """
     files = expand_input_files(input_files)
+    if check_files:
+        check_pretraining_files(files, max_seq_length, max_predictions_per_seq)
     spec = name_to_features(max_seq_length, max_predictions_per_seq)
     num_pipelines, pipeline_id = 1, 0
     if input_context is not None:

@@ -1,7 +1,8 @@
 """The pretraining loop: one code path for every tf.distribute strategy, exact resume, progress.
 
 `PretrainingTrainer` owns the model, the optimizer and a `tf.train.CheckpointManager` whose
-checkpoints hold the weights, the optimizer slots and the step. The input position is restored by
+checkpoints hold the weights, the optimizer slots, the step and the dropout random streams
+(`bert_tf.training.random_state`; per replica via the replica id). The input position is restored by
 re-creating the (seeded, deterministic) input pipeline and skipping the batches already consumed
 (tf.distribute's distributed iterators are not checkpointable in TF 2.21), so a restart with the
 same `output_dir` continues exactly where the last checkpoint left off.
@@ -11,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 import time
 from typing import Callable
 
@@ -20,10 +22,12 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf.checkpoints import load_original_checkpoint, save_original_checkpoint, variable_map
+from bert_tf.errors import UserInputError
 from bert_tf.io_utils import atomic_write_text
 from bert_tf.modeling import BertConfig, BertPretrainer
 from bert_tf.training.distribution import check_global_batch
 from bert_tf.training.optimization import create_optimizer
+from bert_tf.training.random_state import checkpoint_has_random_state, training_random_state
 
 DatasetFn = Callable[[tf.distribute.InputContext], tf.data.Dataset]
 
@@ -77,7 +81,19 @@ def _local_loss_parts(outputs: dict, batch: dict) -> dict[str, tf.Tensor]:
 
 
 class PretrainingTrainer:
-    """Trains `BertPretrainer` with the original objective and optimizer under a strategy."""
+    """Trains `BertPretrainer` with the original objective and optimizer under a strategy.
+
+    Another model family reuses the loop by overriding the hooks `create_model`,
+    `create_optimizer`, `replica_losses` (+ `loss_keys`), `eval_loss_parts` / `eval_metrics`,
+    `initialize_from`, `scheduled_learning_rate` and `export_original_checkpoint`, and `clip_norm`
+    (e.g. `bert_tf.gpt.pretraining.GptPretrainingTrainer`).
+    """
+
+    # The per-step losses recorded, logged and written to TensorBoard (besides learning_rate and
+    # grad_norm); `replica_losses` returns them.
+    loss_keys: tuple[str, ...] = ("loss", "masked_lm_loss", "next_sentence_loss")
+    # Global-norm clip of the summed gradients (None: no clipping).
+    clip_norm: float | None = 1.0
 
     def __init__(self, config: BertConfig, options: TrainerOptions,
                  strategy: tf.distribute.Strategy | None = None):
@@ -86,13 +102,8 @@ class PretrainingTrainer:
         self.strategy = strategy or tf.distribute.get_strategy()
         self.per_replica_batch = check_global_batch(options.train_batch_size, self.strategy)
         with self.strategy.scope():
-            self.model = BertPretrainer(
-                config, last_layer_at_predictions_only=options.last_layer_at_predictions_only,
-                xla_gelu_in_training=options.xla_gelu).build_from_config_shapes()
-            names = {v.path: n for n, v in variable_map(self.model).items()}
-            self.optimizer = create_optimizer(options.learning_rate, options.num_train_steps,
-                                              options.num_warmup_steps, options.optimizer,
-                                              variable_names=names)
+            self.model = self.create_model()
+            self.optimizer = self.create_optimizer()
             self.optimizer.aggregate_gradients = False  # the step all-reduces before clipping
             self.optimizer.build(self.model.trainable_variables)
             # Steps run, including steps skipped by loss scaling (which do not advance the
@@ -110,6 +121,55 @@ class PretrainingTrainer:
         self._train_iterator = None
         self._checkpoint = None
         self._manager = None
+
+    # ---- the hooks of a model family ---------------------------------------------------------
+    def create_model(self) -> keras.Model:
+        """The built model (called under the strategy's scope)."""
+        return BertPretrainer(
+            self.config, last_layer_at_predictions_only=self.options.last_layer_at_predictions_only,
+            xla_gelu_in_training=self.options.xla_gelu).build_from_config_shapes()
+
+    def create_optimizer(self) -> keras.optimizers.Optimizer:
+        """The optimizer of `self.model` (called under the strategy's scope, before `build`)."""
+        opts = self.options
+        names = {v.path: n for n, v in variable_map(self.model).items()}
+        return create_optimizer(opts.learning_rate, opts.num_train_steps, opts.num_warmup_steps,
+                                opts.optimizer, variable_names=names)
+
+    def replica_losses(self, outputs: dict, batch: dict,
+                       ctx: tf.distribute.ReplicaContext) -> dict[str, tf.Tensor]:
+        """This replica's shares of the global-batch losses (one per `loss_keys`; summed over the
+        replicas they are the global batch's); "loss" is the one minimised."""
+        parts = _local_loss_parts(outputs, batch)
+        weight_sum, count = ctx.all_reduce(tf.distribute.ReduceOp.SUM,
+                                           [parts["mlm_weight_sum"], parts["count"]])
+        mlm = parts["mlm_nll_sum"] / (tf.stop_gradient(weight_sum) + 1e-5)
+        nsp = parts["nsp_nll_sum"] / tf.stop_gradient(count)
+        return {"loss": mlm + nsp, "masked_lm_loss": mlm, "next_sentence_loss": nsp}
+
+    def scheduled_learning_rate(self) -> tf.Tensor:
+        """The learning rate of the next update (logged)."""
+        return self.optimizer.learning_rate
+
+    def eval_loss_parts(self, outputs: dict, batch: dict) -> dict[str, tf.Tensor]:
+        """Per-replica sums of one evaluation batch (summed over replicas and batches)."""
+        return _local_loss_parts(outputs, batch)
+
+    def eval_metrics(self, totals: dict[str, float], batch_sums: list[dict[str, float]]) -> dict:
+        """The evaluation results from the summed parts and each batch's sums."""
+        loss_sum = sum(s["mlm_nll_sum"] / (s["mlm_weight_sum"] + 1e-5)
+                       + s["nsp_nll_sum"] / s["count"] for s in batch_sums)
+        return {
+            "loss": loss_sum / len(batch_sums),
+            "masked_lm_accuracy": totals["mlm_correct_sum"] / totals["mlm_weight_sum"],
+            "masked_lm_loss": totals["mlm_nll_sum"] / totals["mlm_weight_sum"],
+            "next_sentence_accuracy": totals["nsp_correct_sum"] / totals["count"],
+            "next_sentence_loss": totals["nsp_nll_sum"] / totals["count"],
+        }
+
+    def initialize_from(self, init_checkpoint: str) -> None:
+        """Loads `init_checkpoint` into a fresh model."""
+        load_original_checkpoint(self.model, init_checkpoint)
 
     # ---- checkpoints ------------------------------------------------------------------------
     @property
@@ -133,9 +193,19 @@ class PretrainingTrainer:
         return os.path.join(self.options.output_dir, "workers",
                             f"{resolver.task_type}_{resolver.task_id}", "training_checkpoints")
 
+    def _remove_leftovers(self) -> None:
+        """Removes the temporary files earlier killed runs of this output left: TF's
+        `ckpt-N_temp/` folders and `checkpoint.tmp<hex>` state files, the original-format
+        export's `.ckpt_tmp_*` folders and `.eval_results.txt.*.tmp` (one run per output_dir)."""
+        _remove_matching(self.checkpoint_dir, _CHECKPOINT_TEMPORARIES)
+        if self.is_chief:
+            _remove_matching(self.options.output_dir, _OUTPUT_TEMPORARIES)
+
     def _setup_checkpoints(self) -> None:
+        self._remove_leftovers()
         self._checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer,
-                                               global_step=self.global_step)
+                                               global_step=self.global_step,
+                                               random_state=training_random_state(self.model))
         if self.loss_scale_optimizer is not None:
             self._checkpoint.loss_scale_optimizer = self.loss_scale_optimizer
         self._manager = tf.train.CheckpointManager(
@@ -145,10 +215,16 @@ class PretrainingTrainer:
     def _restore_or_initialize(self) -> None:
         latest = self._manager.latest_checkpoint
         if latest:
-            self._checkpoint.restore(latest).assert_existing_objects_matched()
-            logging.info("Resumed from %s at step %d", latest, int(self.global_step))
+            if checkpoint_has_random_state(latest):
+                self._checkpoint.restore(latest).assert_existing_objects_matched()
+            else:  # written before the random state was checkpointed
+                self._checkpoint.restore(latest).expect_partial()
+                logging.warning("%s holds no dropout random state (an older checkpoint): the "
+                                "run continues, but not bit-identically to an uninterrupted one",
+                                latest)
+            logging.info("Resumed from %s at step %d", latest, int(self.global_step.numpy()))
         elif self.options.init_checkpoint:
-            load_original_checkpoint(self.model, self.options.init_checkpoint)
+            self.initialize_from(self.options.init_checkpoint)
             logging.info("Initialised weights from %s", self.options.init_checkpoint)
 
     # ---- the step ---------------------------------------------------------------------------
@@ -157,25 +233,24 @@ class PretrainingTrainer:
         variables = self.model.trainable_variables
         with tf.GradientTape() as tape:
             outputs = self.model(batch, training=True)
-            parts = _local_loss_parts(outputs, batch)
-            weight_sum, count = ctx.all_reduce(tf.distribute.ReduceOp.SUM,
-                                               [parts["mlm_weight_sum"], parts["count"]])
-            mlm = parts["mlm_nll_sum"] / (tf.stop_gradient(weight_sum) + 1e-5)
-            nsp = parts["nsp_nll_sum"] / tf.stop_gradient(count)
-            loss = mlm + nsp  # this replica's share; the sum over replicas is the global loss
+            losses = self.replica_losses(outputs, batch, ctx)
+            loss = losses["loss"]  # this replica's share; the sum over replicas is the global loss
             lso = self.loss_scale_optimizer
             scaled = lso.scale_loss(loss) if lso is not None else loss
         grads = tape.gradient(scaled, variables)
         grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
-        learning_rate = self.optimizer.learning_rate
+        learning_rate = self.scheduled_learning_rate()
         if lso is not None:
             norm = tf.linalg.global_norm(grads) / tf.cast(lso.dynamic_scale, tf.float32)
             lso.apply_gradients(zip(grads, variables))
+        elif self.clip_norm is None:
+            norm = tf.linalg.global_norm(grads)
+            self.optimizer.apply_gradients(zip(grads, variables))
         else:
-            clipped, norm = tf.clip_by_global_norm(grads, 1.0)
+            clipped, norm = tf.clip_by_global_norm(grads, self.clip_norm)
             self.optimizer.apply_gradients(zip(clipped, variables))
-        mlm, nsp = ctx.all_reduce(tf.distribute.ReduceOp.SUM, [mlm, nsp])
-        return {"loss": mlm + nsp, "masked_lm_loss": mlm, "next_sentence_loss": nsp,
+        summed = ctx.all_reduce(tf.distribute.ReduceOp.SUM, [losses[k] for k in self.loss_keys])
+        return {**dict(zip(self.loss_keys, summed)),
                 "learning_rate": tf.cast(learning_rate, tf.float32), "grad_norm": norm}
 
     def train_step(self, batch: dict) -> dict:
@@ -193,7 +268,7 @@ class PretrainingTrainer:
         step_fn = tf.function(self._replica_step, jit_compile=self.options.jit_compile) \
             if self.options.jit_compile else self._replica_step
 
-        keys = ("loss", "masked_lm_loss", "next_sentence_loss", "learning_rate", "grad_norm")
+        keys = (*self.loss_keys, "learning_rate", "grad_norm")
 
         @tf.function
         def train_loop(iterator, num_steps):
@@ -225,8 +300,10 @@ class PretrainingTrainer:
         self._setup_checkpoints()
         self._restore_or_initialize()
         consumed = int(self.global_step.numpy())
+        # Each input pipeline feeds its worker's replicas one per-replica batch each per step.
         dist = self.strategy.distribute_datasets_from_function(
-            lambda ctx: dataset_fn(ctx).skip(consumed))
+            lambda ctx: dataset_fn(ctx).skip(
+                consumed * (ctx.num_replicas_in_sync // ctx.num_input_pipelines)))
         iterator = iter(dist)
         train_loop = self._make_train_loop()
         writer = (tf.summary.create_file_writer(os.path.join(opts.output_dir, "train"))
@@ -239,7 +316,14 @@ class PretrainingTrainer:
             next_save = (step // opts.save_checkpoints_steps + 1) * opts.save_checkpoints_steps
             n = min(opts.iterations_per_loop, next_save - step, end - step)
             t0 = time.perf_counter()
-            out = {k: v.numpy() for k, v in train_loop(iterator, tf.constant(n)).items()}
+            try:
+                out = {k: v.numpy() for k, v in train_loop(iterator, tf.constant(n)).items()}
+            except tf.errors.DataLossError as e:  # a corrupt record past the checked ones
+                raise UserInputError(
+                    f"--input_file: a damaged TFRecord record in the training input after step "
+                    f"{step} ({e.message.splitlines()[0]}); expected intact TFRecord files "
+                    "(re-create or re-copy them). The last good checkpoint is "
+                    f"{self._manager.latest_checkpoint or '(none yet)'}") from None
             elapsed = time.perf_counter() - t0
             if not np.all(np.isfinite(out["loss"])):
                 bad = step + int(np.argmin(np.isfinite(out["loss"]))) + 1
@@ -260,11 +344,11 @@ class PretrainingTrainer:
         examples_per_s = n * self.options.train_batch_size / max(elapsed, 1e-9)
         done = step - start_step
         eta = (time.perf_counter() - t_start) / max(done, 1) * (end - step)
-        logging.info("step %d/%d loss %.4f (mlm %.4f nsp %.4f) lr %.3g %.1f examples/s ETA %s",
-                     step, end, last["loss"], last["masked_lm_loss"], last["next_sentence_loss"],
+        losses = " ".join(f"{k} {last[k]:.4f}" for k in self.loss_keys)
+        logging.info("step %d/%d %s lr %.3g %.1f examples/s ETA %s", step, end, losses,
                      last["learning_rate"], examples_per_s, _format_eta(eta))
         with writer.as_default(step=step):
-            for k in ("loss", "masked_lm_loss", "next_sentence_loss", "learning_rate", "grad_norm"):
+            for k in (*self.loss_keys, "learning_rate", "grad_norm"):
                 tf.summary.scalar(k, last[k])
             tf.summary.scalar("examples_per_second", examples_per_s)
 
@@ -278,32 +362,24 @@ class PretrainingTrainer:
         @tf.function
         def eval_step(batch):
             def replica(b):
-                return _local_loss_parts(self.model(b, training=False), b)
+                return self.eval_loss_parts(self.model(b, training=False), b)
             per_replica = strategy.run(replica, args=(batch,))
             return {k: strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None)
                     for k, v in per_replica.items()}
 
         totals: dict[str, float] = {}
-        batches, loss_sum = 0, 0.0
+        batch_sums: list[dict[str, float]] = []
         for batch in dist:
-            if batches >= steps:
+            if len(batch_sums) >= steps:
                 break
             sums = {k: float(v) for k, v in eval_step(batch).items()}
             for k, v in sums.items():
                 totals[k] = totals.get(k, 0.0) + v
-            loss_sum += (sums["mlm_nll_sum"] / (sums["mlm_weight_sum"] + 1e-5)
-                         + sums["nsp_nll_sum"] / sums["count"])
-            batches += 1
-        if not batches:
+            batch_sums.append(sums)
+        if not batch_sums:
             raise ValueError("the evaluation input gave no complete batch")
-        result = {
-            "global_step": int(self.global_step.numpy()),
-            "loss": loss_sum / batches,
-            "masked_lm_accuracy": totals["mlm_correct_sum"] / totals["mlm_weight_sum"],
-            "masked_lm_loss": totals["mlm_nll_sum"] / totals["mlm_weight_sum"],
-            "next_sentence_accuracy": totals["nsp_correct_sum"] / totals["count"],
-            "next_sentence_loss": totals["nsp_nll_sum"] / totals["count"],
-        }
+        result = {"global_step": int(self.global_step.numpy()),
+                  **self.eval_metrics(totals, batch_sums)}
         atomic_write_text(os.path.join(self.options.output_dir, "eval_results.txt"),
                           "".join(f"{k} = {result[k]}\n" for k in sorted(result)))
         return result
@@ -314,6 +390,32 @@ class PretrainingTrainer:
         prefix = os.path.join(self.options.output_dir, f"model.ckpt-{step}")
         return save_original_checkpoint(self.model, prefix, overwrite=True,
                                         extra={"global_step": np.int64(step)})
+
+
+# Temporary names of this module's writers (TF's CheckpointManager, save_original_checkpoint,
+# atomic_write_text); never a final name.
+_CHECKPOINT_TEMPORARIES = re.compile(r"ckpt-\d+_temp.*|checkpoint\.tmp[0-9a-f]*")
+_OUTPUT_TEMPORARIES = re.compile(r"\.ckpt_tmp_.*|\.eval_results\.txt\..*\.tmp")
+
+
+def _remove_matching(directory: str, pattern: re.Pattern) -> list[str]:
+    """Deletes the files and folders directly in `directory` whose names match `pattern`."""
+    if not tf.io.gfile.isdir(directory):
+        return []
+    removed = []
+    for name in tf.io.gfile.listdir(directory):
+        name = name.rstrip("/")
+        if pattern.fullmatch(name):
+            path = os.path.join(directory, name)
+            if tf.io.gfile.isdir(path):
+                tf.io.gfile.rmtree(path)
+            else:
+                tf.io.gfile.remove(path)
+            removed.append(path)
+    if removed:
+        logging.info("Removed %d temporary file(s) of an earlier interrupted run: %s",
+                     len(removed), ", ".join(removed))
+    return removed
 
 
 def _format_eta(seconds: float) -> str:

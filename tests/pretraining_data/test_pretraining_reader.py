@@ -80,3 +80,36 @@ def test_input_fn_builder(three_files):
     input_fn = bert_data.input_fn_builder(three_files, 128, 20, is_training=True)
     batch = next(iter(input_fn({"batch_size": 4})))
     assert batch["input_ids"].shape == (4, 128)
+
+
+@pytest.mark.parametrize("case,flags,fragments", [
+    ("run2", (128, 20), ["run2.tfrecord: record 0: feature 'input_ids' has 64 values; "
+                         "expected 128 (--max_seq_length=128"]),
+    ("run1", (128, 10), ["run1.tfrecord: record 0: feature 'masked_lm_positions' has 20 "
+                         "values; expected 10 (--max_predictions_per_seq=10"]),
+    ("truncated", (128, 20), ["truncated.tfrecord: record 6: truncated"]),
+    ("empty", (128, 20), ["empty.tfrecord: contains no records"]),
+    ("text", (128, 20), ["text.tfrecord: record 0: bad header checksum"]),
+])
+def test_files_that_do_not_fit_the_flags_are_named_before_training(
+        original_fixtures, tmp_path, case, flags, fragments):
+    """A TFRecord of another max_seq_length, --max_predictions_per_seq=10 on records written
+    with 20, a truncated file, an empty file, a text file: one UserInputError line naming file,
+    record and flag, raised when the dataset is built (before any step)."""
+    from bert_tf.errors import UserInputError
+
+    data = original_fixtures / "pretraining_data"
+    paths = {"run1": data / "run1.tfrecord", "run2": data / "run2.tfrecord"}
+    paths["truncated"] = tmp_path / "truncated.tfrecord"
+    paths["truncated"].write_bytes((data / "run1.tfrecord").read_bytes()[:5000])
+    paths["empty"] = tmp_path / "empty.tfrecord"
+    paths["empty"].write_bytes(b"")
+    paths["text"] = tmp_path / "text.tfrecord"
+    paths["text"].write_text("hello\n" * 10)
+    with pytest.raises(UserInputError) as info:
+        bert_data.pretraining_dataset(str(paths[case]), *flags, batch_size=2, is_training=True)
+    message = str(info.value)
+    assert "\n" not in message
+    for fragment in fragments:
+        assert fragment in message
+    bert_data.check_pretraining_files([str(data / "run2.tfrecord")], 64, 10)  # fits: no error

@@ -2,7 +2,10 @@
 starts). Prints the per-step records as JSON on the last line of stdout.
 
 usage: _pretrain_worker.py STRATEGY OUTPUT_DIR STOP_AFTER [NUM_CPU_DEVICES]
+env: BERT_TF_FIXTURES (required), BERT_TF_POLICY (precision policy), BERT_TF_DROPOUT (dropout rate
+of every dropout layer; default the fixture config's 0).
 """
+import dataclasses
 import json
 import os
 import sys
@@ -19,6 +22,8 @@ else:
     cpus = tf.config.list_physical_devices("CPU")
     tf.config.set_logical_device_configuration(
         cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(n_cpu)])
+
+import keras  # noqa: E402
 
 from bert_tf.modeling import BertConfig  # noqa: E402
 from bert_tf.training.distribution import create_strategy  # noqa: E402
@@ -56,6 +61,11 @@ strategy = early_strategy or create_strategy(
 if strategy_name == "multi_worker_mirrored":  # each worker process writes its own output_dir
     output_dir = os.path.join(output_dir, "shared")
 config = BertConfig.from_json_file(os.path.join(FIXTURES, "optimizer", "bert_config_no_dropout.json"))
+if os.environ.get("BERT_TF_DROPOUT"):  # the real configs' dropout (0.1)
+    rate = float(os.environ["BERT_TF_DROPOUT"])
+    config = dataclasses.replace(config, hidden_dropout_prob=rate,
+                                 attention_probs_dropout_prob=rate)
+    keras.utils.set_random_seed(12345)  # as tools/run_pretraining.py
 options = TrainerOptions(output_dir=output_dir, train_batch_size=8, learning_rate=1e-4,
                          num_train_steps=10, num_warmup_steps=2, save_checkpoints_steps=3,
                          iterations_per_loop=2,
