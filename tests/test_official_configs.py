@@ -78,13 +78,33 @@ def _flags(path: pathlib.Path) -> dict[str, str]:
     return flags
 
 
+# The options dataclass whose fields are each script's flags (bert_tf/cli/<script>.py).
+OPTIONS_OF = {"run_classifier": ("bert_tf.tasks.classifier", "ClassifierRunOptions"),
+              "run_squad": ("bert_tf.tasks.squad", "SquadRunOptions"),
+              "run_ner": ("bert_tf.tasks.ner", "NerRunOptions"),
+              "run_swag": ("bert_tf.tasks.multiple_choice", "SwagRunOptions")}
+
+
+def _defined_flags(script: str) -> set[str]:
+    """The flags the script defines: generated from its options dataclass, as the script does."""
+    import importlib
+
+    from absl import flags
+
+    from bert_tf.cli.flags_from_options import define_flags
+
+    module, name = OPTIONS_OF[script]
+    options_class = getattr(importlib.import_module(module), name)
+    return set(define_flags(options_class, flags.FlagValues()))
+
+
 @pytest.mark.parametrize("path", sorted(TASKS.glob("*.flags")), ids=lambda p: p.stem)
 def test_task_flagfiles(path):
     flags = _flags(path)
     script = ROOT / "tools" / f"{SCRIPT_OF.get(path.stem, 'run_classifier')}.py"
     if not script.exists():
         pytest.skip(f"{script.name} is not in this checkout")
-    defined = set(re.findall(r'DEFINE_\w+\(\s*"(\w+)"', script.read_text()))
+    defined = _defined_flags(SCRIPT_OF.get(path.stem, "run_classifier"))
     unknown = sorted(set(flags) - defined)
     assert not unknown, f"{path.name}: flags {unknown} are not defined by {script.name}"
     assert float(flags["learning_rate"]) in (5e-5, 4e-5, 3e-5, 2e-5)
