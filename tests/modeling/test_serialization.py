@@ -277,3 +277,25 @@ def test_compile_fit_on_a_two_output_task_model(mrpc_arrays):
     history = model.fit(x, {"start_logits": starts, "end_logits": ends}, batch_size=16,
                         epochs=1, verbose=0)
     assert {"start_logits_accuracy", "end_logits_accuracy", "loss"} <= set(history.history)
+
+
+def test_classifier_on_an_encoder_savedmodel_round_trips(tmp_path):
+    """A task model on `SavedModelEncoderLayer` (bert_tf/export/encoder.py): the layer re-opens
+    its export when loaded, then takes the saved (here: changed, as after fine-tuning) weights."""
+    from bert_tf.export import SavedModelEncoderLayer, export_encoder_savedmodel
+
+    encoder = BertEncoder(CONFIG).build_from_config_shapes()
+    export_encoder_savedmodel(encoder, str(tmp_path / "encoder"))
+    model = BertClassifier(CONFIG, num_labels=2,
+                           encoder=SavedModelEncoderLayer(str(tmp_path / "encoder")))
+    model.build_from_config_shapes()
+    for weight in model.weights[:3]:  # as if fine-tuned: no longer the export's values
+        weight.assign(weight + 0.5)
+    model.save(tmp_path / "m.keras")
+    loaded = keras.models.load_model(tmp_path / "m.keras")
+    assert isinstance(loaded.encoder, SavedModelEncoderLayer)
+    assert len(loaded.weights) == len(model.weights)
+    for a, b in zip(model.weights, loaded.weights):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    inputs = _encoder_inputs()
+    _assert_same_outputs(model(inputs, training=False), loaded(inputs, training=False))
