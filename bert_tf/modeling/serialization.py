@@ -5,7 +5,10 @@ Every layer and model of `bert_tf.modeling` is registered with
 its `BertConfig` travels inside its Keras config as the original `bert_config.json` dict (under
 the key `"config"`, unknown fields included), and a model's encoder as a nested serialized layer.
 So `model.save("m.keras")` and `keras.models.load_model("m.keras")` work in a fresh process once
-`bert_tf` is imported (importing `bert_tf.modeling` registers the classes).
+the classes are registered, which importing their modules does: `import bert_tf.modeling` (and
+`bert_tf.tasks.feature_based` for `FeatureBasedTagger`, `bert_tf.export` for
+`SavedModelEncoderLayer`), as `import keras_hub` does for keras-hub's. (`import bert_tf` alone
+stays light and registers nothing; `bert_tf.from_pretrained("m.keras")` imports what it needs.)
 
 `DummyBatchBuilt` is the mixin of the top-level models: they create their variables by running a
 dummy batch (`build_from_config_shapes`), which `build_from_config` repeats on load, and they save
