@@ -1,0 +1,224 @@
+"""Length-aware batching: run BERT on each batch padded only to its longest example.
+
+Task features are padded to `max_seq_length` (the original's fixed-shape TPU inputs), so a
+sentence of 20 pieces costs as much as one of 128. BERT with an `input_mask` gives the same
+outputs at any padding (the mask keeps every real position from attending to padding; padded
+positions never feed real ones), up to float rounding, so cutting the padding is exact:
+
+  * `predict_length_bucketed(model, arrays, batch_size, output_keys)`: prediction /
+    evaluation. Examples are sorted by length, cut into batches of `batch_size`, each batch is
+    sliced to its longest example rounded up to a multiple of `length_multiple` (a fixed set of
+    at most max_seq_length / length_multiple shapes), run through one `tf.function` traced for a
+    dynamic sequence length, and the outputs are returned in the ORIGINAL example order, with
+    per-position outputs ([N, S, ...]) padded back to `max_seq_length`.
+  * `trim_padding(batch, length_multiple)`: the same cut for one training batch (tf.data /
+    graph ops), for a training loop that keeps its batch composition.
+
+In per-position outputs, positions past the padded length of an example's batch are
+`pad_value` (0) here, whereas the padded path computes (meaningless) values for the [PAD] tokens
+there; no task reads them (NER scores real tokens only, SQuAD keeps spans inside the context).
+"""
+from __future__ import annotations
+
+import dataclasses
+import sys
+from typing import Mapping, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+__all__ = ["LengthBatch", "example_lengths", "plan_length_batches", "predict_length_bucketed",
+           "trim_padding"]
+
+ENCODER_INPUT_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
+
+
+@dataclasses.dataclass(frozen=True)
+class LengthBatch:
+    """One batch of a length-aware plan.
+
+    Attributes:
+      indices: int64 [n] positions of its examples in the original arrays.
+      length: the sequence length it is padded to (a multiple of `length_multiple`, or
+        `max_seq_length`).
+    """
+
+    indices: np.ndarray
+    length: int
+
+
+def example_lengths(input_mask: np.ndarray) -> np.ndarray:
+    """Length of each example: 1 + the last position whose mask is non-zero (at least 1).
+
+    Args:
+      input_mask: [N, S] or [N, ..., S] (e.g. [N, num_choices, S]); the longest row of an
+        example counts.
+
+    Returns:
+      int64 [N].
+    """
+    mask = np.asarray(input_mask)
+    if mask.ndim < 2:
+        raise ValueError(f"input_mask must be [N, ..., seq_length]; got shape {mask.shape}")
+    flat = mask.reshape(mask.shape[0], -1, mask.shape[-1]) != 0
+    seq = mask.shape[-1]
+    # Last non-zero position + 1 per row: seq - (index of the first non-zero from the end).
+    last = np.where(flat.any(axis=-1), seq - np.argmax(flat[..., ::-1], axis=-1), 0)
+    return np.maximum(last.max(axis=-1), 1).astype(np.int64)
+
+
+def _round_up(length: int, multiple: int, max_seq_length: int) -> int:
+    return min(-(-length // multiple) * multiple, max_seq_length)
+
+
+def plan_length_batches(lengths: np.ndarray, batch_size: int, max_seq_length: int,
+                        length_multiple: int = 32) -> list[LengthBatch]:
+    """Sorts examples by length (stable) and cuts them into batches padded to their longest.
+
+    Args:
+      lengths: int [N] example lengths (`example_lengths`).
+      batch_size: examples per batch (the last batch may be smaller).
+      max_seq_length: the arrays' sequence length (no batch is longer).
+      length_multiple: padded lengths are rounded up to a multiple of this (fewer shapes).
+
+    Returns:
+      Batches covering every example once, shortest first.
+    """
+    if batch_size <= 0 or length_multiple <= 0:
+        raise ValueError(f"batch_size and length_multiple must be positive; got {batch_size} "
+                         f"and {length_multiple}")
+    lengths = np.asarray(lengths, np.int64)
+    if lengths.size and lengths.max() > max_seq_length:
+        raise ValueError(f"an example is {lengths.max()} long, more than max_seq_length "
+                         f"{max_seq_length}")
+    order = np.argsort(lengths, kind="stable")
+    return [LengthBatch(indices=order[start:start + batch_size],
+                        length=_round_up(int(lengths[order[start:start + batch_size]].max()),
+                                         length_multiple, max_seq_length))
+            for start in range(0, len(order), batch_size)]
+
+
+def _progress_bar(num_examples: int, enabled: bool):
+    if not enabled or not num_examples:
+        return None
+    import keras
+
+    interactive = hasattr(sys.stdout, "isatty") and sys.stdout.isatty()
+    return keras.utils.Progbar(num_examples, interval=0.1 if interactive else 30.0,
+                               unit_name="example")
+
+
+def predict_length_bucketed(model, arrays: Mapping[str, np.ndarray], batch_size: int,
+                            output_keys: Sequence[str],
+                            input_keys: Sequence[str] = ENCODER_INPUT_KEYS,
+                            mask_key: str = "input_mask", length_multiple: int = 32,
+                            pad_value: float = 0.0, progress: bool = True
+                            ) -> dict[str, np.ndarray]:
+    """Runs `model(batch, training=False)` on length-sorted batches cut to their longest.
+
+    The same results as running every example at full length (`finetuning.predict_arrays`):
+    per-example outputs equal up to float rounding, rows in the original order.
+
+    Args:
+      model: callable on a dict of int32 [B, ..., L] inputs -> dict of outputs; must accept any
+        sequence length up to the arrays' (BERT does, up to max_position_embeddings).
+      arrays: name -> array [N, ..., S]; `input_keys` are read, and inputs whose last axis is S
+        (the `mask_key` array's) are cut on it.
+      batch_size: examples per forward pass.
+      output_keys: which model outputs to return.
+      input_keys: model inputs (must include `mask_key`).
+      mask_key: the input mask, which gives each example's length.
+      length_multiple: padded lengths are multiples of this (or S).
+      pad_value: value of per-position outputs past an example's padded length.
+      progress: Keras progress bar (examples done of N, with ETA) on stdout.
+
+    Returns:
+      output key -> NumPy array [N, ...], in the original order; an output with a sequence axis
+      (axis 1 of the output follows the input length) has it padded back to S.
+
+    Raises:
+      ValueError: bad batch size or multiple, `mask_key` not among the inputs, or a model
+        output missing.
+    """
+    input_keys, output_keys = tuple(input_keys), tuple(output_keys)
+    if mask_key not in input_keys:
+        raise ValueError(f"mask_key {mask_key!r} must be one of input_keys {input_keys}")
+    inputs = {k: np.asarray(arrays[k]) for k in input_keys}
+    max_seq_length = inputs[mask_key].shape[-1]
+    num_examples = len(inputs[mask_key])
+    plan = plan_length_batches(example_lengths(inputs[mask_key]), batch_size, max_seq_length,
+                               length_multiple)
+    cut = {k for k, v in inputs.items() if v.ndim >= 2 and v.shape[-1] == max_seq_length}
+    # One graph for every length: the sequence axis is dynamic in the signature. Outputs whose
+    # axis 1 is then unknown follow the input length (per-position outputs).
+    signature = {k: tf.TensorSpec([None, *v.shape[1:-1], None if k in cut else v.shape[-1]],
+                                  tf.as_dtype(v.dtype)) for k, v in inputs.items()}
+
+    @tf.function(input_signature=[signature])
+    def predict_step(batch):
+        outputs = model(batch, training=False)
+        missing = [k for k in output_keys if k not in outputs]
+        if missing:
+            raise ValueError(f"the model has no outputs {missing} (it has {sorted(outputs)})")
+        return {k: outputs[k] for k in output_keys}
+
+    structure = predict_step.get_concrete_function().structured_outputs
+    per_position = {k for k in output_keys
+                    if structure[k].shape.rank >= 2 and structure[k].shape[1] is None}
+    results: dict[str, np.ndarray] = {}
+    bar = _progress_bar(num_examples, progress)
+    done = 0
+    for batch_plan in plan:
+        batch = {k: v[batch_plan.indices][..., :batch_plan.length] if k in cut
+                 else v[batch_plan.indices] for k, v in inputs.items()}
+        out = predict_step(batch)
+        for k in output_keys:
+            value = out[k].numpy()
+            if k not in results:
+                shape = list(value.shape)
+                shape[0] = num_examples
+                if k in per_position:
+                    shape[1] = max_seq_length
+                results[k] = np.full(shape, pad_value, dtype=value.dtype)
+            if k in per_position:
+                results[k][batch_plan.indices, :value.shape[1]] = value
+            else:
+                results[k][batch_plan.indices] = value
+        done += len(batch_plan.indices)
+        if bar is not None:
+            bar.update(done)
+    if not plan:
+        return {k: np.zeros((0,), np.float32) for k in output_keys}
+    return results
+
+
+def trim_padding(batch: Mapping[str, tf.Tensor], length_multiple: int = 32,
+                 mask_key: str = "input_mask") -> dict[str, tf.Tensor]:
+    """Cuts one batch's sequence axis to its longest example, rounded up (graph ops).
+
+    For a training or evaluation loop that keeps its batches (e.g. `dataset.map(trim_padding)`):
+    every tensor whose last axis has the mask's length S is cut to
+    L = min(S, ceil(max length / length_multiple) * length_multiple); others pass unchanged.
+
+    Args:
+      batch: name -> Tensor [B, ..., S] (the mask) and any other tensors.
+      length_multiple: L is a multiple of this (or S): at most S / length_multiple shapes.
+      mask_key: the input mask.
+
+    Returns:
+      The same dict with the sequence axis cut to L.
+    """
+    mask = batch[mask_key]
+    seq = tf.shape(mask)[-1]
+    positions = tf.range(1, seq + 1)
+    longest = tf.reduce_max(tf.where(tf.not_equal(mask, 0), positions, 0))
+    length = tf.minimum((tf.maximum(longest, 1) + length_multiple - 1)
+                        // length_multiple * length_multiple, seq)
+    static_seq = mask.shape[-1]
+    out = {}
+    for k, v in batch.items():
+        if v.shape.rank and v.shape.rank >= 2 and v.shape[-1] == static_seq:
+            out[k] = v[..., :length]
+        else:
+            out[k] = v
+    return out
