@@ -14,6 +14,7 @@ _LAZY = {
     "WordPieceTextEncoder": "bert_tf.gpt.text_encoder",
     "text_standardize": "bert_tf.gpt.text_encoder",
     "BpeFileError": "bert_tf.gpt.bpe",
+    "InGraphBpeEncoder": "bert_tf.gpt.bpe_in_graph",
     # LM pretraining data: contiguous n_ctx windows (lm_data.py).
     "EncoderSpec": "bert_tf.gpt.lm_data",
     "LmDataOptions": "bert_tf.gpt.lm_data",
