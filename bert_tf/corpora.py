@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
+from bert_tf import io_utils
 from bert_tf.io_utils import atomic_output_path
 
 _UNDERLINE = re.compile(r"^\s*([*=\-~^])\1{2,}\s*$")
@@ -44,6 +45,6 @@ def write_pydoc_corpus(path: str) -> tuple[int, int]:
     """Writes the pydoc topics corpus to `path` (atomically). Returns (documents, sentences)."""
     docs = pydoc_documents()
     with atomic_output_path(path) as tmp:
-        with open(tmp, "w", encoding="utf-8") as f:
+        with io_utils.open_file(tmp, "w", encoding="utf-8") as f:
             f.write("\n\n".join("\n".join(d) for d in docs) + "\n")
     return len(docs), sum(len(d) for d in docs)

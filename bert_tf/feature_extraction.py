@@ -13,6 +13,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf.errors import UserInputError
+from bert_tf import io_utils
 from bert_tf.io_utils import atomic_output_path
 from bert_tf.modeling import BertEncoder
 from bert_tf.tasks.packing import PackedInput, pack_tokens
@@ -43,13 +44,13 @@ def parse_line(unique_id: int, line: str) -> InputExample:
 def read_examples(input_file: str) -> list[InputExample]:
     """Reads one example per line (UTF-8); errors name the file and line."""
     examples = []
-    with tf.io.gfile.GFile(input_file, "rb") as f:
+    with io_utils.open_file(input_file, "rb") as f:
         for i, raw in enumerate(f):
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as e:
-                raise UserInputError(f"{input_file}:{i + 1}: not valid UTF-8 ({e.reason} at byte "
-                                 f"{e.start})") from e
+                raise UserInputError(f"{input_file}:{i + 1}: not valid UTF-8 ({e.reason} at "
+                                     f"byte {e.start})") from e
             examples.append(parse_line(i, line))
     return examples
 
@@ -142,7 +143,7 @@ def write_features(records: Iterable[dict], output_file: str) -> int:
     """Writes JSON lines atomically; returns the number of records."""
     n = 0
     with atomic_output_path(output_file) as tmp:
-        with open(tmp, "w", encoding="utf-8") as f:
+        with io_utils.open_file(tmp, "w", encoding="utf-8") as f:
             for record in records:
                 f.write(json.dumps(record) + "\n")
                 n += 1

@@ -9,6 +9,7 @@ TensorFlow cannot open is a clear `UnsupportedFileSystemError` (never a local fo
   exists / isdir / makedirs / listdir / glob / remove / rename / rmtree / file_size
   atomic_output_path(path) / atomic_write_text(path, text) / atomic_write_bytes(path, data)
   check_path(path, flag)                                -> raises when the scheme is unusable
+  require_cloud_storage(path, flag)                     -> raises unless gs:// (TPU runs)
   is_remote(path)                                       -> True for `scheme://` paths
 
 Atomic writes: the content is written under a temporary name in the target's directory and then
@@ -93,6 +94,18 @@ def check_path(path: str | os.PathLike | None, flag: str = "") -> None:
             _gfile().exists(path)
     except UnsupportedFileSystemError as e:
         raise UnsupportedFileSystemError(f"{flag}={e}" if flag else str(e)) from None
+    except OSError:
+        pass  # the scheme is registered; reaching the store (network, permissions) is later's
+
+
+def require_cloud_storage(path: str | os.PathLike | None, flag: str) -> None:
+    """With a TPU, the TPU workers read and write `path` themselves: it must be on Cloud Storage
+    (gs://), as the original requires. Raises UserInputError naming `flag` for any other path."""
+    if path and scheme(path) != "gs":
+        raise UserInputError(
+            f"{flag}={os.fspath(path)} is not a gs:// path; with --use_tpu the TPU workers read "
+            "and write it and cannot see this machine's disk: use a Cloud Storage path "
+            "(gs://bucket/...) as the original requires")
 
 
 def exists(path: str | os.PathLike) -> bool:

@@ -21,6 +21,7 @@ import sys
 import types
 from typing import Iterable, Sequence
 
+from bert_tf import io_utils
 from bert_tf.io_utils import atomic_output_path
 from bert_tf.tokenization.full_tokenizer import BasicTokenizer, convert_to_unicode
 
@@ -149,7 +150,7 @@ def write_vocab(vocab: Sequence[str], output_file: str | os.PathLike) -> None:
             raise ValueError(f"token {i} ({token!r}) repeats token {seen[token]}")
         seen[token] = i
     with atomic_output_path(output_file) as tmp:
-        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+        with io_utils.open_file(tmp, "w", encoding="utf-8", newline="\n") as f:
             f.write("".join(f"{t}\n" for t in vocab))
         os.chmod(tmp, 0o644)  # The temporary file is created 0600; a vocab is for sharing.
 
@@ -205,7 +206,7 @@ def _expand_inputs(input_files: str | Sequence[str]) -> list[str]:
             pattern = pattern.strip()
             if not pattern:
                 continue
-            matches = sorted(glob.glob(pattern))
+            matches = io_utils.glob(pattern)
             if not matches:
                 raise FileNotFoundError(f"input file or pattern {pattern!r} matches no file")
             paths.extend(matches)
@@ -216,7 +217,7 @@ def _expand_inputs(input_files: str | Sequence[str]) -> list[str]:
 
 def _read_lines(paths: Sequence[str]) -> Iterable[str]:
     for path in paths:
-        with open(path, "rb") as f:
+        with io_utils.open_file(path, "rb") as f:
             for raw in f:
                 yield convert_to_unicode(raw)
 

@@ -80,9 +80,17 @@ def create_strategy(name: str, tpu_name: str | None = None, tpu_zone: str | None
         if not (tpu_name or master):
             raise UserInputError("--distribution_strategy=tpu (or --use_tpu) needs --tpu_name or --master")
         factory = tpu_resolver_factory or tf.distribute.cluster_resolver.TPUClusterResolver
-        resolver = factory(tpu=tpu_name or master, zone=tpu_zone, project=gcp_project)
-        tf.config.experimental_connect_to_cluster(resolver)
-        tf.tpu.experimental.initialize_tpu_system(resolver)
+        flag = f"--tpu_name={tpu_name}" if tpu_name else f"--master={master}"
+        try:
+            resolver = factory(tpu=tpu_name or master, zone=tpu_zone, project=gcp_project)
+            tf.config.experimental_connect_to_cluster(resolver)
+            tf.tpu.experimental.initialize_tpu_system(resolver)
+        except (OSError, ValueError, RuntimeError, tf.errors.OpError) as e:
+            # urllib's URLError (no GCE metadata server / DNS) is an OSError.
+            reason = " ".join(str(e).split())[:200]
+            raise UserInputError(f"{flag}: cannot reach the TPU ({type(e).__name__}: {reason}); "
+                                 "run on a Cloud TPU VM or give a reachable --tpu_name/--master"
+                                 ) from e
         return tf.distribute.TPUStrategy(resolver)
     raise UserInputError(f"unknown distribution strategy {name!r}; expected one of {STRATEGIES}")
 
