@@ -31,6 +31,7 @@ from typing import Any, Callable, NamedTuple
 
 from absl import logging
 
+from bert_tf import io_utils
 from bert_tf.errors import UserInputError
 from bert_tf.modeling.config import BertConfig, ConfigError
 
@@ -49,18 +50,14 @@ class PretrainedBert(NamedTuple):
 
 def count_vocab_lines(vocab_file: str) -> int:
     """Number of tokens in a vocab file (one per line)."""
-    import tensorflow as tf
-
-    with tf.io.gfile.GFile(vocab_file, "rb") as f:
+    with io_utils.open_file(vocab_file, "rb") as f:
         return sum(1 for _ in f)
 
 
 def check_vocab_matches_config(vocab_file: str, config: BertConfig, config_file: str = "") -> None:
     """Raises ConfigError (a ValueError) if the vocab's line count is not the config's
     `vocab_size`, or the vocab file does not exist."""
-    import tensorflow as tf
-
-    if not tf.io.gfile.exists(vocab_file):
+    if not io_utils.exists(vocab_file):
         raise ConfigError(f"vocab file {vocab_file} does not exist")
     n = count_vocab_lines(vocab_file)
     if n != config.vocab_size:
@@ -115,22 +112,12 @@ def load_bert(bert_config_file: str, vocab_file: str | None = None,
 
 
 # ---- from_pretrained ----------------------------------------------------------------------------
-def _exists(path: str) -> bool:
-    import tensorflow as tf
-
-    return tf.io.gfile.exists(path)
-
-
-def _isdir(path: str) -> bool:
-    import tensorflow as tf
-
-    return tf.io.gfile.isdir(path)
+_exists = io_utils.exists
+_isdir = io_utils.isdir
 
 
 def _has_checkpoint(folder: str) -> bool:
-    import tensorflow as tf
-
-    return bool(tf.io.gfile.glob(os.path.join(folder, "*.index")))
+    return bool(io_utils.glob(io_utils.join(folder, "*.index")))
 
 
 def _looked_for(name: str) -> str:
@@ -163,10 +150,8 @@ def _hf_lower_case(folder: str) -> bool | None:
     path = os.path.join(folder, "tokenizer_config.json")
     if not _exists(path):
         return None
-    import tensorflow as tf
-
     try:
-        with tf.io.gfile.GFile(path) as f:
+        with io_utils.open_file(path) as f:
             value = json.load(f).get("do_lower_case")
     except (json.JSONDecodeError, AttributeError):
         return None
@@ -281,9 +266,7 @@ def from_pretrained(path_or_preset: str | os.PathLike,
         from bert_tf.checkpoints import config_from_huggingface
 
         config_file = os.path.join(name, _HF_CONFIG)
-        import tensorflow as tf
-
-        with tf.io.gfile.GFile(config_file) as f:
+        with io_utils.open_file(config_file) as f:
             try:
                 hf_config = json.load(f)
             except json.JSONDecodeError as e:
