@@ -1,7 +1,10 @@
 """The BERT model: config, layers, encoder, heads, pretraining losses and encoder+head models.
 
 Three tiers, as in TF Model Garden: layers (`embeddings`, `attention`, `transformer`) → the
-network (`encoder.BertEncoder`) → models (`models.*`: encoder + head).
+network (`encoder.BertEncoder`) → models (`models.*`: encoder + head). Every layer and model is
+registered for Keras serialization (`bert_tf>ClassName`) and round-trips through `.keras` files,
+its `BertConfig` inside its Keras config (see `serialization`); importing this package registers
+them for `keras.models.load_model`.
 """
 from bert_tf.modeling.activations import gelu, gelu_exact, gelu_xla, get_activation
 from bert_tf.modeling.attention import BertSelfAttention, attention_mask_adder
