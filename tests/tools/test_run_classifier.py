@@ -76,18 +76,18 @@ def test_classification_train_eval_predict_then_predict_from_checkpoint(tmp_path
     _write_sst2(data_dir)
     flagfile = tmp_path / "task.flags"
     flagfile.write_text("# hyper-parameters\n--task_name=sst-2\n--max_seq_length=16\n"
-                        "--train_batch_size=16\n--num_train_epochs=12\n--learning_rate=2e-3\n"
+                        "--train_batch_size=16\n--num_train_epochs=24\n--learning_rate=1e-3\n"
                         "--warmup_proportion=0.1\n--save_checkpoints_steps=20\n")
     common = [f"--data_dir={data_dir}", f"--vocab_file={vocab}", f"--bert_config_file={config}",
               f"--output_dir={out}"]
     summary = _summary(_run(f"--config={flagfile}", *common, "--do_train", "--do_eval",
                             "--do_predict", "--eval_batch_size=5", "--predict_batch_size=4"))
-    assert summary["global_step"] == 48  # int(64 / 16 * 12)
+    assert summary["global_step"] == 96  # int(64 / 16 * 24)
     assert summary["loss"] < 0.5 * summary["first_loss"], summary
     results = _read_eval(out / "eval_results.txt")
     assert sorted(results) == ["acc", "eval_loss", "global_step"]
-    assert results["global_step"] == 48 and results["acc"] >= 0.75
-    assert (out / "model.ckpt-48.index").exists() and (out / "model.ckpt-40.index").exists()
+    assert results["global_step"] == 96 and results["acc"] >= 0.75
+    assert (out / "model.ckpt-96.index").exists() and (out / "model.ckpt-80.index").exists()
     probs = np.loadtxt(out / "test_results.tsv", delimiter="\t")
     assert probs.shape == (10, 2)  # every test example, the last partial batch included
     np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-6)
@@ -108,7 +108,7 @@ def test_classification_train_eval_predict_then_predict_from_checkpoint(tmp_path
                                np.loadtxt(np.array(first.splitlines()), delimiter="\t"),
                                rtol=1e-5, atol=1e-6)
     again = _read_eval(out / "eval_results.txt")
-    assert again["global_step"] == 48 and again["acc"] == results["acc"]
+    assert again["global_step"] == 96 and again["acc"] == results["acc"]
 
 
 def test_stsb_regression(tmp_path, model_files):
