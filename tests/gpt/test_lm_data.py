@@ -226,5 +226,5 @@ def test_wordpiece_vocabulary_and_the_tool(tmp_path, corpus):
         cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300,
         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
     assert proc.returncode != 0
-    assert "create_gpt_lm_data: error: --vocab_file=" in proc.stderr
+    assert "error: --vocab_file=" in proc.stderr and "file not found" in proc.stderr
     assert "Traceback" not in proc.stderr
