@@ -2,8 +2,8 @@
 pretraining TFRecords from raw text, with the original's flags, defaults and output.
 
 Faithful mode (the default) writes exactly the original's examples in the original's order;
-`--mode=scalable` streams the corpus into resumable shards with several processes (see
-docs/pretraining_data.md).
+`--mode=scalable` (or `--num_workers` > 1 without `--mode`) streams the corpus into resumable
+shards with several processes (see docs/pretraining_data.md).
 """
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from typing import Sequence
 
 from bert_tf.cli import run_tool
 from bert_tf.options import option
-from bert_tf.pretraining_data import (PretrainingDataError, PretrainingDataOptions,
-                                      create_pretraining_data, create_pretraining_data_sharded,
-                                      load_tokenizer)
+from bert_tf.pretraining_data import (PretrainingDataOptions, create_pretraining_data,
+                                      create_pretraining_data_sharded, load_tokenizer)
+from bert_tf.pretraining_data.scalable import choose_mode
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -28,10 +28,11 @@ class CreatePretrainingDataRun(PretrainingDataOptions):
     vocab_file: str = option(help="The vocabulary file that the BERT model was trained on.")
     do_lower_case: bool = option(True, "Whether to lower case the input text. Should be True "
                                  "for uncased models and False for cased models.")
-    mode: str = option("faithful", "faithful: the original's exact output (one process, all "
+    mode: str = option("auto", "faithful: the original's exact output (one process, all "
                        "instances in memory). scalable: sharded, multi-process, bounded memory, "
-                       "resumable.", choices=("faithful", "scalable"))
-    num_workers: int = option(1, "Scalable mode: worker processes.")
+                       "resumable. auto: scalable when --num_workers > 1, else faithful.",
+                       choices=("auto", "faithful", "scalable"))
+    num_workers: int = option(1, "Worker processes; above 1 selects scalable mode.")
     docs_per_shard: int = option(1000, "Scalable mode: documents per output shard.")
     overwrite: bool = option(False, "Scalable mode: replace shards of an earlier run with other "
                              "settings under the same --output_file prefix.")
@@ -53,11 +54,7 @@ class CreatePretrainingDataRun(PretrainingDataOptions):
 def create(run: CreatePretrainingDataRun) -> None:
     """Generates the data as `run` says (faithful or scalable mode)."""
     options = run.data_options()
-    if run.mode == "faithful":
-        if run.num_workers != 1:
-            raise PretrainingDataError(
-                f"--num_workers={run.num_workers} needs --mode=scalable (faithful mode "
-                "reproduces the original's single-process order)")
+    if choose_mode(run.mode, run.num_workers) == "faithful":
         tokenizer = load_tokenizer(run.vocab_file, run.do_lower_case)
         create_pretraining_data(run.input_file, run.output_file, tokenizer, options,
                                 skip_invalid_lines=run.skip_invalid_lines,
