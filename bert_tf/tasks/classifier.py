@@ -40,6 +40,7 @@ from bert_tf.options import option
 from bert_tf import io_utils
 from bert_tf.tasks import glue
 from bert_tf.tasks.results import format_eval_results, softmax, write_eval_results
+from bert_tf.tasks.run_checks import check_common_options
 from bert_tf.tasks.run_options import EvaluatingRunOptions
 
 
@@ -66,6 +67,34 @@ class ClassifierRunOptions(EvaluatingRunOptions):
         None, "Read the task from a prepared tensorflow-datasets dataset (glue/<task>, "
         "imdb_reviews) in this folder instead of --data_dir's tsv files; never downloads "
         "(prepare offline: bert_tf.tasks.tfds_sources.prepare).")
+    bert_hub_module_handle: str | None = option(
+        None, "The original run_classifier_with_tfhub.py's flag: a bert_tf encoder SavedModel "
+        "folder (exported with its vocab) or a TF Hub handle; the encoder, its config, vocab "
+        "and casing come from the module (instead of --bert_config_file, --vocab_file, "
+        "--do_lower_case, --init_checkpoint).")
+
+
+def use_hub_module(opts: ClassifierRunOptions) -> ClassifierRunOptions:
+    """--bert_hub_module_handle: the options with the module's encoder as --init_checkpoint and
+    its vocab and casing (as run_classifier_with_tfhub.py); its config is written to
+    `output_dir/bert_config.json` (an existing different file there is an error)."""
+    from bert_tf.hub_module import resolve_hub_module
+
+    if opts.init_checkpoint:
+        raise UserInputError("--bert_hub_module_handle and --init_checkpoint both given; the "
+                             "module is the starting point, pass only one of them")
+    module = resolve_hub_module(opts.bert_hub_module_handle)
+    config_file = os.path.join(opts.output_dir, "bert_config.json")
+    text = module.config.to_json_string()
+    if io_utils.exists(config_file):
+        if io_utils.read_text(config_file) != text:
+            raise UserInputError(f"{config_file} exists and is not the config of "
+                                 f"--bert_hub_module_handle={opts.bert_hub_module_handle}; "
+                                 "use another --output_dir")
+    else:
+        io_utils.atomic_write_text(config_file, text)
+    return dataclasses.replace(opts, bert_config_file=config_file, vocab_file=module.vocab_file,
+                               do_lower_case=module.do_lower_case, init_checkpoint=module.path)
 
 
 def _wants_tpu(opts) -> bool:
@@ -78,15 +107,7 @@ def validate_options(opts: ClassifierRunOptions, config=None) -> None:
     if not (opts.do_train or opts.do_eval or opts.do_predict):
         raise UserInputError("At least one of `do_train`, `do_eval` or `do_predict' must be True.")
     glue.canonical_task_name(opts.task_name)
-    for name in ("train_batch_size", "eval_batch_size", "predict_batch_size",
-                 "save_checkpoints_steps", "max_seq_length", "keep_checkpoint_max"):
-        if getattr(opts, name) <= 0:
-            raise UserInputError(f"--{name} must be positive, got {getattr(opts, name)}")
-    if opts.max_seq_length < 3:
-        raise UserInputError(f"--max_seq_length must be at least 3 ([CLS] A [SEP] B [SEP] needs "
-                         f"room), got {opts.max_seq_length}")
-    if not 0.0 <= opts.warmup_proportion <= 1.0:
-        raise UserInputError(f"--warmup_proportion must be in [0, 1], got {opts.warmup_proportion}")
+    check_common_options(opts, config)
     if opts.do_train and not opts.learning_rate > 0:
         raise UserInputError(f"--learning_rate must be positive, got {opts.learning_rate}")
     for name in ("data_dir", "bert_config_file", "vocab_file", "output_dir", "init_checkpoint",
@@ -103,11 +124,6 @@ def validate_options(opts: ClassifierRunOptions, config=None) -> None:
     for name in ("bert_config_file", "vocab_file"):
         if not getattr(opts, name) or not io_utils.exists(getattr(opts, name)):
             raise UserInputError(f"--{name}={getattr(opts, name)} does not exist")
-    if config is not None and opts.max_seq_length > config.max_position_embeddings:
-        raise UserInputError(
-            f"Cannot use sequence length {opts.max_seq_length} because the BERT model was only "
-            f"trained up to sequence length {config.max_position_embeddings} "
-            f"(--max_seq_length vs max_position_embeddings in {opts.bert_config_file})")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -207,17 +223,6 @@ def read_diagnostic(path: str) -> glue.EvalSplit:
     return glue.EvalSplit("diagnostic", examples, "AX")
 
 
-def _checkpoint_global_step(prefix: str | None) -> int:
-    if not prefix:
-        return 0
-    import tensorflow as tf
-
-    try:
-        return int(tf.compat.v1.train.NewCheckpointReader(prefix).get_tensor("global_step"))
-    except (tf.errors.OpError, ValueError):
-        return 0
-
-
 # ---------------------------------------------------------------------------------------------
 # One run
 # ---------------------------------------------------------------------------------------------
@@ -240,6 +245,8 @@ def run_classifier(opts: ClassifierRunOptions) -> dict:
     """
     from bert_tf.tokenization import validate_case_matches_checkpoint
 
+    if getattr(opts, "bert_hub_module_handle", None):
+        opts = use_hub_module(opts)
     # Flag and data errors are reported before TensorFlow is imported.
     validate_options(opts)
     validate_case_matches_checkpoint(opts.do_lower_case, opts.init_checkpoint)
@@ -270,8 +277,8 @@ def run_classifier(opts: ClassifierRunOptions) -> dict:
     from bert_tf.modeling import BertClassifier, BertConfig
     from bert_tf.pretrained import load_bert
     from bert_tf.training.finetuning import (FinetuneOptions, init_model, latest_checkpoint,
-                                             load_checkpoint, num_train_and_warmup_steps,
-                                             predict_arrays, train_model)
+                                             num_train_and_warmup_steps, predict_arrays,
+                                             restore_for_prediction, train_model)
 
     validate_options(opts, BertConfig.from_json_file(opts.bert_config_file))
     if opts.do_train:
@@ -293,7 +300,6 @@ def run_classifier(opts: ClassifierRunOptions) -> dict:
     result: dict = {"task": task, "train": None, "eval": None, "predict": None,
                     "metric_key": processor.metric_key}
 
-    checkpoint = None
     if opts.do_train:
         if latest_checkpoint(opts.output_dir):
             logging.warning("%s already holds checkpoints; training starts from "
@@ -317,17 +323,9 @@ def run_classifier(opts: ClassifierRunOptions) -> dict:
             return loss(outputs["logits"], batch["label_ids"])
 
         result["train"] = train_model(model, arrays, loss_fn, options)
-        checkpoint = result["train"]["checkpoint"]
         global_step = result["train"]["global_step"]
     else:
-        checkpoint = latest_checkpoint(opts.output_dir)
-        if checkpoint:
-            logging.info("Using the latest checkpoint in --output_dir: %s", checkpoint)
-            load_checkpoint(model, checkpoint, heads="required")
-        elif not opts.init_checkpoint:
-            logging.warning("evaluating/predicting with randomly initialised weights (no "
-                            "--init_checkpoint and no checkpoint in --output_dir)")
-        global_step = _checkpoint_global_step(checkpoint)
+        global_step = restore_for_prediction(model, opts.output_dir, opts.init_checkpoint) or 0
 
     if opts.do_eval:
         result["eval"] = {}

@@ -37,7 +37,8 @@ from bert_tf.options import option
 from bert_tf.tasks.packing import pack_tokens
 from bert_tf.tasks.results import softmax, write_eval_results
 from bert_tf.tasks.run_options import EvaluatingRunOptions
-from bert_tf.tasks.run_checks import check_modes_and_files, check_positive
+from bert_tf.tasks.run_checks import (check_common_options, check_modes_and_files,
+                                      files_from_data_dir)
 
 NUM_CHOICES = 4
 REQUIRED_COLUMNS = ("sent1", "sent2", *(f"ending{i}" for i in range(NUM_CHOICES)))
@@ -248,7 +249,7 @@ def write_predictions(path: str | os.PathLike, examples: Sequence[SwagExample], 
 class SwagRunOptions(EvaluatingRunOptions):
     """Flags of tools/run_swag.py (the original scripts' names; defaults are the paper's SWAG
     setting: 3 epochs, learning rate 2e-5, batch size 16). `data_dir` fills the files not given
-    (`resolve_data_files`)."""
+    (`DATA_DIR_FILES`)."""
 
     _: dataclasses.KW_ONLY
     data_dir: str | None = option(None, "Folder with SWAG's train.csv, val.csv, test.csv.")
@@ -262,30 +263,13 @@ class SwagRunOptions(EvaluatingRunOptions):
     learning_rate: float = option(2e-5, "The initial learning rate for Adam.")
 
 
-def resolve_data_files(data_dir: str | None, train_file: str | None, eval_file: str | None,
-                       predict_file: str | None) -> tuple[str | None, str | None, str | None]:
-    """`--data_dir` gives `train.csv`, `val.csv` and `test.csv` for files not given explicitly."""
-    if data_dir:
-        train_file = train_file or os.path.join(data_dir, "train.csv")
-        eval_file = eval_file or os.path.join(data_dir, "val.csv")
-        predict_file = predict_file or os.path.join(data_dir, "test.csv")
-    return train_file, eval_file, predict_file
+DATA_DIR_FILES = {"train_file": "train.csv", "eval_file": "val.csv", "predict_file": "test.csv"}
 
 
 def validate_options(opts: SwagRunOptions, config=None) -> None:
     """Flag checks (UserInputError naming the flag)."""
     check_modes_and_files(opts)
-    check_positive(opts, ("train_batch_size", "eval_batch_size", "predict_batch_size",
-                          "save_checkpoints_steps", "keep_checkpoint_max"))
-    if opts.max_seq_length < 3:
-        raise UserInputError(f"--max_seq_length must be >= 3, got {opts.max_seq_length}")
-    if not 0.0 <= opts.warmup_proportion <= 1.0:
-        raise UserInputError(f"--warmup_proportion must be in [0, 1], got {opts.warmup_proportion}")
-    if config is not None and opts.max_seq_length > config.max_position_embeddings:
-        raise UserInputError(
-            f"Cannot use sequence length {opts.max_seq_length} because the BERT model was only "
-            f"trained up to sequence length {config.max_position_embeddings} "
-            f"(--max_seq_length vs max_position_embeddings in {opts.bert_config_file})")
+    check_common_options(opts, config)
 
 
 def run_swag(opts: SwagRunOptions) -> dict:
@@ -302,9 +286,7 @@ def run_swag(opts: SwagRunOptions) -> dict:
     """
     from bert_tf.tokenization import validate_case_matches_checkpoint
 
-    opts = dataclasses.replace(opts, **dict(zip(
-        ("train_file", "eval_file", "predict_file"),
-        resolve_data_files(opts.data_dir, opts.train_file, opts.eval_file, opts.predict_file))))
+    opts = files_from_data_dir(opts, DATA_DIR_FILES)
     validate_options(opts)
     validate_case_matches_checkpoint(opts.do_lower_case, opts.init_checkpoint)
     train_examples = eval_examples = predict_examples = None

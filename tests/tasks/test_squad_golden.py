@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from bert_tf.tasks import squad
-from bert_tf.tasks.squad_postprocess import RawResult, write_predictions
+from bert_tf.tasks.squad.postprocess import RawResult, write_predictions
 from bert_tf.tokenization import FullTokenizer
 
 WORDS = ("the hu ##gue ##nots ( ) french protestants arrived in 1685 , fleeing persecution . "

@@ -10,7 +10,7 @@ import pytest
 
 from bert_tf.evaluation.squad import evaluate_squad_v2
 from bert_tf.tasks import squad
-from bert_tf.tasks.squad_postprocess import (NO_NON_NULL_SCORE_DIFF, RawResult,
+from bert_tf.tasks.squad.postprocess import (NO_NON_NULL_SCORE_DIFF, RawResult,
                                              compute_predictions, compute_softmax,
                                              get_best_indexes, get_final_text,
                                              write_predictions)

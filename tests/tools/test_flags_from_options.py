@@ -33,10 +33,14 @@ TOOLS = {
     "build_vocab": "BuildVocabOptions",
     "serving_client": "ServingClientOptions",
     "sweep_learning_rate": "SweepOptions",
+    "create_gpt_lm_data": "CreateGptLmDataRun",
 }
-# Tools that keep another command line on purpose (the official SQuAD scripts' argparse one), and
-# tools owned elsewhere that are not built on run_tool.
-NOT_ABSL = {"evaluate_squad", "quickstart", "create_gpt_lm_data"}
+# The official SQuAD evaluation scripts' argparse command line, kept on purpose.
+NOT_ABSL = {"evaluate_squad"}
+# Tools still defining their flags by hand (GPT-1 and quickstart; their owners convert them by
+# declaring an options dataclass and calling bert_tf.cli.run_tool). The list may only shrink:
+# test_not_yet_converted_tools_still_exist fails once one is converted and left here.
+NOT_YET_CONVERTED = {"quickstart", "run_gpt_pretraining"}
 
 _TPU = ["use_tpu", "tpu_name", "tpu_zone", "gcp_project", "master", "num_tpu_cores",
         "iterations_per_loop"]
@@ -93,16 +97,23 @@ def _defined(tool: str) -> flags.FlagValues:
 
 def test_every_tool_is_covered():
     tools = {p.stem for p in (PROJECT_ROOT / "tools").glob("*.py")}
-    assert tools - NOT_ABSL == set(TOOLS), "a tool without an entry in TOOLS"
+    assert tools - NOT_ABSL - NOT_YET_CONVERTED == set(TOOLS), "a tool without an entry in TOOLS"
+
+
+def test_not_yet_converted_tools_still_exist():
+    for tool in NOT_YET_CONVERTED:
+        path = PROJECT_ROOT / "tools" / f"{tool}.py"
+        assert path.exists() and re.search(r"\bDEFINE_\w+\(", path.read_text()), (
+            f"{tool} is converted (or gone): take it out of NOT_YET_CONVERTED")
 
 
 @pytest.mark.parametrize("path", sorted((PROJECT_ROOT / "tools").glob("*.py"))
                          + sorted((PROJECT_ROOT / "bert_tf" / "cli").glob("*.py")),
                          ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_no_flag_is_defined_by_hand(path):
-    if path.stem in {"flags_from_options", "__init__"} | NOT_ABSL and path.parent.name == "cli":
+    if path.stem in {"flags_from_options", "__init__"} and path.parent.name == "cli":
         return  # the generator itself, and run_tool's --verbose
-    if path.stem in NOT_ABSL:
+    if path.stem in NOT_ABSL | NOT_YET_CONVERTED:
         return
     text = path.read_text(encoding="utf-8")
     assert not re.search(r"\bDEFINE_\w+\(", text), f"{path} defines a flag by hand"

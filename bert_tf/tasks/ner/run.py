@@ -1,0 +1,235 @@
+"""One `tools/run_ner.py` invocation: its options, training, evaluation and prediction (see
+`bert_tf.tasks.ner`)."""
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+from typing import Sequence
+
+from absl import logging
+
+from bert_tf import io_utils
+from bert_tf.errors import UserInputError
+from bert_tf.evaluation import conlleval
+from bert_tf.options import option
+from bert_tf.tasks.feature_based import FEATURE_LAYERS
+from bert_tf.tasks.ner.features import convert_sentences_to_features, features_to_arrays
+from bert_tf.tasks.ner.reading import (CONLL2003_LABELS, LABEL_LIST_FILE, NerSentence,
+                                       build_label_list, check_labels, read_conll_file,
+                                       read_label_list, write_label_list)
+from bert_tf.tasks.ner.scoring import (ner_loss_fn, numpy_token_loss, score_predictions,
+                                       word_predictions, write_conlleval_file)
+from bert_tf.tasks.results import write_eval_results
+from bert_tf.tasks.run_checks import (check_common_options, check_modes_and_files,
+                                      files_from_data_dir)
+from bert_tf.tasks.run_options import EvaluatingRunOptions
+
+
+# ---------------------------------------------------------------------------------------------
+# One run of tools/run_ner.py
+# ---------------------------------------------------------------------------------------------
+@dataclasses.dataclass
+class NerRunOptions(EvaluatingRunOptions):
+    """Flags of tools/run_ner.py (the original scripts' names where they exist).
+
+    `data_dir` fills the files not given (`DATA_DIR_FILES`). `document_context` fills each
+    window with the neighbouring sentences of the document (the paper's setting for CoNLL-2003;
+    see `convert_sentences_to_features`). `feature_based` trains the paper's feature-based
+    tagger (frozen BERT, `feature_layers` combination of its layers, `lstm_layers` BiLSTM layers
+    of `lstm_units` per direction) instead of fine-tuning `BertTokenClassifier`.
+    """
+
+    _: dataclasses.KW_ONLY
+    data_dir: str | None = option(None, "Folder with eng.train, eng.testa, eng.testb "
+                                  "(CoNLL-2003).")
+    train_file: str | None = option(None, "Training file (CoNLL columns); default "
+                                    "data_dir/eng.train.")
+    eval_file: str | None = option(None, "Evaluation file; default data_dir/eng.testa.")
+    predict_file: str | None = option(None, "Prediction file (tags optional); default "
+                                      "data_dir/eng.testb.")
+    do_lower_case: bool = option(True, "Lower-case the input (True for uncased models; NER "
+                                 "usually uses a cased model with False).")
+    max_seq_length: int = option(128, "WordPiece tokens per window, [CLS] and [SEP] included; "
+                                 "longer sentences are split into windows.")
+    doc_stride: int = option(64, "Sub-tokens between the starts of the windows of a long "
+                             "sentence.")
+    document_context: bool = option(
+        False, "Fill each window with the neighbouring sentences of the same -DOCSTART- "
+        "document, the sentence in the middle (the paper's \"maximal document context\"); only "
+        "the sentence's own words are labelled.")
+    feature_based: bool = option(False, "Train a BiLSTM tagger on frozen BERT features instead "
+                                 "of fine-tuning BERT (the paper's section 5.3 ablation).")
+    feature_layers: str = option(
+        "concat_last_four", "Which BERT layers feed the feature-based tagger.",
+        choices=FEATURE_LAYERS)
+    lstm_units: int = option(768, "Feature-based: units per direction of each BiLSTM.")
+    lstm_layers: int = option(2, "Feature-based: number of BiLSTM layers.")
+    dropout_rate: float = option(0.1, "Dropout before the tagging layer (and between the BiLSTM "
+                                 "layers of the feature-based tagger).")
+
+
+DATA_DIR_FILES = {"train_file": "eng.train", "eval_file": "eng.testa", "predict_file": "eng.testb"}
+
+
+def validate_options(opts: NerRunOptions, config=None) -> None:
+    """Flag checks (UserInputError naming the flag)."""
+    check_modes_and_files(opts)
+    check_common_options(opts, config, positive=("doc_stride", "lstm_units", "lstm_layers"))
+    if opts.feature_based and config is not None:
+        if opts.feature_layers not in FEATURE_LAYERS:
+            raise UserInputError(f"--feature_layers={opts.feature_layers!r}; expected one of "
+                                 f"{', '.join(FEATURE_LAYERS)}")
+
+
+def _build_model(opts: NerRunOptions, config, num_labels: int):
+    if opts.feature_based:
+        from bert_tf.tasks.feature_based import FeatureBasedTagger
+
+        return FeatureBasedTagger(config, num_labels, feature_layers=opts.feature_layers,
+                                  lstm_units=opts.lstm_units, lstm_layers=opts.lstm_layers,
+                                  dropout_rate=opts.dropout_rate)
+    from bert_tf.modeling import BertTokenClassifier
+
+    return BertTokenClassifier(config, num_labels, dropout_rate=opts.dropout_rate)
+
+
+def _predict_and_write(model, sentences: Sequence[NerSentence], tokenizer,
+                       label_list: Sequence[str], opts: NerRunOptions, batch_size: int,
+                       prefix: str, global_step: int | None) -> dict | None:
+    """Predicts `sentences`; writes `<prefix>_predictions.txt` and, with gold tags,
+    `<prefix>_results.txt` (key = value) and `<prefix>_conlleval.txt` (conlleval's report)."""
+    import numpy as np
+
+    from bert_tf.io_utils import atomic_write_text
+    from bert_tf.training.finetuning import predict_arrays
+
+    features = convert_sentences_to_features(sentences, tokenizer, label_list,
+                                             opts.max_seq_length, opts.doc_stride,
+                                             opts.document_context)
+    arrays = features_to_arrays(features)
+    logging.info("***** Running %s *****", prefix)
+    logging.info("  Num sentences = %d, windows = %d, batch size = %d", len(sentences),
+                 len(features), batch_size)
+    logits = predict_arrays(model, arrays, batch_size, ["logits"])["logits"]
+    predicted_ids = np.argmax(logits, axis=-1)
+    predictions = word_predictions(features, predicted_ids, sentences, label_list)
+    write_conlleval_file(os.path.join(opts.output_dir, f"{prefix}_predictions.txt"), sentences,
+                         predictions)
+    if any(s.labels is None for s in sentences):
+        logging.info("%s has no gold tags; predictions written, not scored", sentences[0].source)
+        return None
+    result = score_predictions(sentences, predictions)
+    atomic_write_text(os.path.join(opts.output_dir, f"{prefix}_conlleval.txt"),
+                      conlleval.format_report(result))
+    # Unprefixed metric names as the GLUE results (and tools/sweep_learning_rate.py) use them.
+    metrics = {"precision": result.precision, "recall": result.recall, "f1": result.f1,
+               "token_accuracy": result.accuracy,
+               f"{prefix}_loss": numpy_token_loss(logits, arrays["label_ids"]),
+               "num_sentences": len(sentences)}
+    if global_step is not None:
+        metrics["global_step"] = global_step
+    write_eval_results(os.path.join(opts.output_dir, f"{prefix}_results.txt"), metrics)
+    logging.info("***** %s results *****\n%s", prefix, conlleval.format_report(result))
+    for key in sorted(metrics):
+        logging.info("  %s = %s", key, metrics[key])
+    return metrics
+
+
+def run_ner(opts: NerRunOptions) -> dict:
+    """One run of tools/run_ner.py: optional training, evaluation and prediction.
+
+    Writes into `opts.output_dir`: `label_list.txt`, `model.ckpt-<step>` checkpoints (training);
+    `eval_predictions.txt` (conlleval input: `token gold predicted`), `eval_results.txt`
+    (`precision`, `recall`, `f1`, `token_accuracy` in %, `eval_loss`, `num_sentences`,
+    `global_step`) and `eval_conlleval.txt` (conlleval's report) for --do_eval; the same with
+    the `test_` prefix for --do_predict (the results files only when the predict file has tags).
+
+    Evaluation and prediction use the weights just trained; without --do_train, the latest
+    checkpoint in `output_dir` if there is one, else --init_checkpoint.
+
+    Returns: {"train": train_model's dict or None, "eval": metrics or None, "test": metrics or
+    None, "label_list": [...]}.
+    """
+    from bert_tf.tokenization import validate_case_matches_checkpoint
+
+    # Flag and data errors come before TensorFlow is imported.
+    opts = files_from_data_dir(opts, DATA_DIR_FILES)
+    validate_options(opts)
+    validate_case_matches_checkpoint(opts.do_lower_case, opts.init_checkpoint)
+    label_file = os.path.join(opts.output_dir, LABEL_LIST_FILE)
+    train_sentences = eval_sentences = predict_sentences = None
+    if opts.do_train:
+        train_sentences = read_conll_file(opts.train_file, require_labels=True)
+        label_list = build_label_list(train_sentences)
+    elif io_utils.exists(label_file):
+        label_list = read_label_list(label_file)
+    else:
+        label_list = list(CONLL2003_LABELS)
+    if opts.do_eval:
+        eval_sentences = read_conll_file(opts.eval_file, require_labels=True)
+        check_labels(eval_sentences, label_list)
+    if opts.do_predict:
+        predict_sentences = read_conll_file(opts.predict_file, require_labels=False)
+        check_labels(predict_sentences, label_list)
+
+    import keras
+
+    from bert_tf.modeling import BertConfig
+    from bert_tf.pretrained import check_vocab_matches_config, load_tokenizer
+    from bert_tf.training import finetuning
+
+    config = BertConfig.from_json_file(opts.bert_config_file)
+    validate_options(opts, config)
+    check_vocab_matches_config(opts.vocab_file, config, opts.bert_config_file)
+    tokenizer = load_tokenizer(opts.vocab_file, opts.do_lower_case)
+    io_utils.makedirs(opts.output_dir)
+    keras.utils.set_random_seed(opts.seed)  # fresh weights (the head) and dropout
+    model = _build_model(opts, config, len(label_list))
+    result: dict = {"train": None, "eval": None, "test": None, "label_list": label_list}
+    global_step = None
+
+    if opts.do_train:
+        if opts.feature_based and not opts.init_checkpoint:
+            logging.warning("--feature_based without --init_checkpoint: the tagger is trained on "
+                            "the features of a randomly initialised, frozen BERT")
+        if finetuning.latest_checkpoint(opts.output_dir):
+            logging.warning("%s already holds checkpoints; training starts from "
+                            "--init_checkpoint and overwrites them", opts.output_dir)
+        finetuning.init_model(model, opts.init_checkpoint)
+        write_label_list(label_file, label_list)
+        features = convert_sentences_to_features(train_sentences, tokenizer, label_list,
+                                                 opts.max_seq_length, opts.doc_stride,
+                                                 opts.document_context)
+        random.Random(opts.seed).shuffle(features)
+        num_train_steps, num_warmup_steps = finetuning.num_train_and_warmup_steps(
+            len(train_sentences), opts.train_batch_size, opts.num_train_epochs,
+            opts.warmup_proportion)
+        logging.info("***** Running training *****")
+        logging.info("  Num sentences = %d, windows = %d", len(train_sentences), len(features))
+        logging.info("  Batch size = %d", opts.train_batch_size)
+        logging.info("  Num steps = %d", num_train_steps)
+        arrays = features_to_arrays(features)
+        arrays.pop("predict_mask")
+        train_options = finetuning.FinetuneOptions(
+            output_dir=opts.output_dir, learning_rate=opts.learning_rate,
+            num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
+            train_batch_size=opts.train_batch_size,
+            save_checkpoints_steps=opts.save_checkpoints_steps,
+            keep_checkpoint_max=opts.keep_checkpoint_max, seed=opts.seed)
+        result["train"] = finetuning.train_model(model, arrays, ner_loss_fn, train_options)
+        global_step = result["train"]["global_step"]
+        write_eval_results(os.path.join(opts.output_dir, "train_results.txt"),
+                       {"first_loss": result["train"]["first_loss"],
+                        "loss": result["train"]["loss"], "global_step": global_step})
+    else:
+        global_step = finetuning.restore_for_prediction(model, opts.output_dir,
+                                                        opts.init_checkpoint)
+
+    if opts.do_eval:
+        result["eval"] = _predict_and_write(model, eval_sentences, tokenizer, label_list, opts,
+                                            opts.eval_batch_size, "eval", global_step)
+    if opts.do_predict:
+        result["test"] = _predict_and_write(model, predict_sentences, tokenizer, label_list,
+                                            opts, opts.predict_batch_size, "test", global_step)
+    return result
