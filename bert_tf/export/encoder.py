@@ -20,11 +20,16 @@ def _tf_variable(v):
     return v.value if hasattr(v, "value") and isinstance(v.value, tf.Variable) else v
 
 
-def encoder_savedmodel_root(encoder: BertEncoder) -> tf.train.Checkpoint:
+def encoder_savedmodel_root(encoder: BertEncoder, vocab_file: str | None = None,
+                            do_lower_case: bool = True) -> tf.train.Checkpoint:
     """The object that is saved: `__call__(inputs, training)`, `variables`,
     `trainable_variables`, `regularization_losses` (TF Hub reusable-SavedModel API) and
     `serving_default`. The Keras model itself is kept out of the object graph (Keras 3 would add
-    a float32 signature of its own); its variables are tracked directly."""
+    a float32 signature of its own); its variables are tracked directly.
+
+    With `vocab_file`, the module also carries its tokenizer as TF Hub BERT encoders do: the
+    vocab as an asset (`obj.vocab_file.asset_path`) and `obj.do_lower_case` (a bool variable),
+    which `bert_tf.pretrained.resolve_hub_module` reads (the original's `tokenization_info`)."""
     spec = {k: tf.TensorSpec([None, None], tf.int32, name=k)
             for k in ("input_word_ids", "input_mask", "input_type_ids")}
     if any(getattr(block, "xla_gelu_in_training", False) for block in encoder.blocks):
@@ -50,6 +55,9 @@ def encoder_savedmodel_root(encoder: BertEncoder) -> tf.train.Checkpoint:
     root.trainable_variables = [_tf_variable(v) for v in encoder.trainable_variables]
     root.regularization_losses = []
     root.bert_config_json = tf.Variable(encoder.config.to_json_string(), trainable=False)
+    if vocab_file:
+        root.vocab_file = tf.saved_model.Asset(vocab_file)
+        root.do_lower_case = tf.Variable(bool(do_lower_case), trainable=False)
     root.__call__ = tf.function(call)
     for training in (False, True):
         root.__call__.get_concrete_function(spec, training=training)
@@ -58,14 +66,15 @@ def encoder_savedmodel_root(encoder: BertEncoder) -> tf.train.Checkpoint:
     return root
 
 
-def export_encoder_savedmodel(encoder: BertEncoder, export_dir: str, overwrite: bool = False) -> str:
+def export_encoder_savedmodel(encoder: BertEncoder, export_dir: str, overwrite: bool = False,
+                              vocab_file: str | None = None, do_lower_case: bool = True) -> str:
     """Saves the encoder to `export_dir` atomically (written beside it, then renamed).
 
     An existing `export_dir` is an error unless `overwrite`; it is replaced only after the new
     export is complete. (For TF Serving's versioned layout use
     `bert_tf.export.savedmodel_io.save_versioned_savedmodel`.)
     """
-    root = encoder_savedmodel_root(encoder)
+    root = encoder_savedmodel_root(encoder, vocab_file, do_lower_case)
     return write_atomically(
         export_dir, lambda tmp: tf.saved_model.save(
             root, tmp, signatures={"serving_default": root.serving_default}),

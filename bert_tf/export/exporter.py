@@ -132,7 +132,7 @@ def build_export_module(opts: ExportOptions):
                             do_lower_case=opts.do_lower_case, model_factory=factories[t],
                             heads=heads)
     if t == "encoder":
-        root = encoder_savedmodel_root(model)
+        root = encoder_savedmodel_root(model, opts.vocab_file or None, opts.do_lower_case)
         return root, {"serving_default": root.serving_default}
     preprocessor = BertPreprocessor(opts.vocab_file, opts.seq_length, opts.do_lower_case)
     kwargs = ({"max_query_length": opts.max_query_length,
