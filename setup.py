@@ -41,6 +41,7 @@ setup(
             "spacy==3.8.18",
             # TF Hub API of the preprocessor export (hub.load / hub.KerasLayer; pulls tf-keras).
             "tensorflow-hub>=0.16",
+            "setuptools<81",  # tensorflow-hub 0.16 imports pkg_resources
             # tensorflow-datasets imports it when preparing a dataset but does not declare it.
             "importlib_resources",
         ],
