@@ -153,11 +153,11 @@ class FastPathRouter(tf.Module):
         texts_in, plain = tf.cond(tf.reduce_all(plain), lambda: (texts, plain),
                                   lambda: self._clean_others(texts, plain))
         ids = self.fast_bert.tokenize(texts_in)  # [batch, (pieces)]
-        # A word over max_bytes_per_word got [UNK]; in characters it may be within the limit.
-        has_unk = tf.reduce_any(tf.equal(ids, self._unk_id), axis=1)
-        non_ascii = tf.strings.length(texts_in) != tf.strings.length(texts_in, unit="UTF8_CHAR")
-        redo = ~plain | (has_unk & non_ascii)
-        return tf.cond(tf.reduce_any(redo), lambda: self._redo_rows(texts, ids, redo, exact),
+        # Rare: a text the fast path cannot take, or an [UNK] (maybe a word over
+        # max_bytes_per_word that is within the limit in characters). Checked per batch first.
+        suspect = tf.logical_or(tf.logical_not(tf.reduce_all(plain)),
+                                tf.reduce_any(tf.equal(ids.flat_values, self._unk_id)))
+        return tf.cond(suspect, lambda: self._redo_rows(texts, texts_in, plain, ids, exact),
                        lambda: ids)
 
     def _clean_others(self, texts: tf.Tensor, plain: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
@@ -167,10 +167,15 @@ class FastPathRouter(tf.Module):
         return (tf.tensor_scatter_nd_update(texts, others, cleaned),
                 tf.tensor_scatter_nd_update(plain, others, self.is_plain(cleaned)))
 
-    @staticmethod
-    def _redo_rows(texts: tf.Tensor, ids: tf.RaggedTensor, redo: tf.Tensor,
-                   exact: ExactTokenize) -> tf.RaggedTensor:
-        """Rows of `ids` where `redo` replaced by `exact` of the original texts."""
+    def _redo_rows(self, texts: tf.Tensor, texts_in: tf.Tensor, plain: tf.Tensor,
+                   ids: tf.RaggedTensor, exact: ExactTokenize) -> tf.RaggedTensor:
+        """Rows that are not plain, or non-ASCII with an [UNK], replaced by `exact` of the
+        original texts."""
+        unk_rows = tf.where(tf.reduce_any(tf.equal(ids, self._unk_id), axis=1))
+        unk_texts = tf.gather_nd(texts_in, unk_rows)
+        non_ascii = tf.strings.length(unk_texts) != tf.strings.length(unk_texts, unit="UTF8_CHAR")
+        redo = tf.tensor_scatter_nd_update(~plain, unk_rows,
+                                           tf.gather_nd(~plain, unk_rows) | non_ascii)
         keep_index, redo_index = tf.where(~redo)[:, 0], tf.where(redo)[:, 0]
         redone = exact(tf.gather(texts, redo_index))
         merged = tf.concat([tf.gather(ids, keep_index), redone], axis=0)

@@ -24,8 +24,9 @@ in bytes rather than characters. Step by step, as the original:
 Two modes give these ids. `mode="exact"` runs the steps above as written. `mode="fast"` (the
 default) sends each text whose characters tensorflow-text's `FastBertTokenizer` provably handles
 like the original (`fast_in_graph.py`; nearly all English text) through that tokenizer's two
-linear-time ops and only the rest through the exact steps; the ids are the same, about 2-3x
-faster. `tokenize_words` and `basic_tokenize` always run the exact steps.
+linear-time ops and only the rest through the exact steps; the ids are the same, and it is
+faster (bench/bench_tokenizers.py). `tokenize_words` and `basic_tokenize` always run the exact
+steps.
 """
 from __future__ import annotations
 
@@ -126,7 +127,7 @@ class InGraphTokenizer(tf.Module):
           do_lower_case: lower-case and strip accents, as `FullTokenizer(do_lower_case=...)`.
           unk_token: token for words that cannot be split; must be in the vocab.
           max_input_chars_per_word: longer words (in characters) become one `unk_token`.
-          mode: "fast" or "exact" (same ids; "fast" is 2-3x faster on typical text and puts the
+          mode: "fast" or "exact" (same ids; "fast" is faster on typical text and puts the
             tensorflow-text ops FastBertNormalize and FastWordpieceTokenizeWithOffsets in the
             graph besides the classic ones).
           name: tf.Module name.
