@@ -29,16 +29,17 @@ Whether this rule describes the installed ops is not assumed: tests/tokenization
 gives `FullTokenizer`'s ids (in do_lower_case=True mode 91,500 characters are fast-path).
 
 Per batch, `FastPathRouter.tokenize`:
-  1. checks every text with one RE2 full match over the fast-path set; a batch that passes (the
-     usual case) is one `FastBertTokenizer` call and nothing else;
-  2. otherwise applies the original's cleaning to the other texts (invalid UTF-8 dropped,
-     whitespace -> " ", NUL/U+FFFD/Cc/Cf deleted: the Windows-1252 control characters common
-     in scraped text) and checks them again;
+  1. checks every text with one RE2 full match over the fast-path set;
+  2. applies the original's cleaning to the texts that failed (invalid UTF-8 dropped,
+     whitespace -> " ", NUL/U+FFFD/Cc/Cf deleted: e.g. the Windows-1252 control characters of
+     scraped text, in 72 of the first 2,000 IMDb reviews) and checks them again; then one
+     `FastBertTokenizer` call tokenizes the batch;
   3. word length: `FastBertTokenizer` runs with `max_bytes_per_word = max_input_chars_per_word`
      (200), so a word over the limit becomes [UNK] there as in the original; only a word of
      more bytes than characters can differ, so a non-ASCII text that got an [UNK] is re-done;
-  4. texts that failed 2 or 3 (e.g. with `Σ`, `ß`, `½`, scripts newer than Unicode 3.2) are
-     tokenized by the exact ops and their rows put back in place.
+  4. texts that failed 2 or 3 (e.g. with `Σ`, `ß`, `½`, scripts newer than Unicode 3.2; 7 of
+     those 2,000 reviews) are tokenized by the exact ops and their rows put back in place. A
+     batch without such texts and without [UNK] runs none of this.
 """
 from __future__ import annotations
 
