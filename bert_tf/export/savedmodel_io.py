@@ -68,6 +68,10 @@ def write_atomically(target_dir: str | os.PathLike, write: Callable[[str], None]
       ExportError: `target_dir` exists and `overwrite` is False, or it or its parent is a
         file (nothing is written).
     """
+    from bert_tf import io_utils
+
+    if io_utils.is_remote(target_dir):
+        return _write_remote(os.fspath(target_dir), write, overwrite)
     target_dir = os.path.abspath(os.fspath(target_dir))
     parent = os.path.dirname(target_dir)
     check_target_dir(target_dir, overwrite)
@@ -91,6 +95,39 @@ def write_atomically(target_dir: str | os.PathLike, write: Callable[[str], None]
     finally:
         with contextlib.suppress(OSError):
             shutil.rmtree(tmp)
+    return target_dir
+
+
+def _write_remote(target_dir: str, write: Callable[[str], None], overwrite: bool) -> str:
+    """`write_atomically` on an object store / remote file system (see its docstring)."""
+    import uuid
+
+    import tensorflow as tf
+
+    from bert_tf import io_utils
+
+    target_dir = target_dir.rstrip("/")
+    io_utils.check_path(target_dir, "--export_dir")
+    if io_utils.exists(io_utils.join(target_dir, "saved_model.pb")) and not overwrite:
+        raise ExportTargetExistsError(f"{target_dir} already exists; pass --overwrite to replace "
+                                      "it or choose another --version")
+    tmp = f"{target_dir}.tmp-{uuid.uuid4().hex[:12]}"
+    io_utils.makedirs(tmp)
+    try:
+        write(tmp)
+        files = [io_utils.join(root, name) for root, _, names in tf.io.gfile.walk(tmp)
+                 for name in names]
+        files.sort(key=lambda p: p.endswith("/saved_model.pb"))  # saved_model.pb last
+        if overwrite and io_utils.exists(io_utils.join(target_dir, "saved_model.pb")):
+            io_utils.remove(io_utils.join(target_dir, "saved_model.pb"))  # no longer loadable
+        for path in files:
+            dest = target_dir + path[len(tmp):]
+            io_utils.makedirs(dest.rsplit("/", 1)[0])
+            io_utils.rename(path, dest, overwrite=True)
+    finally:
+        with contextlib.suppress(OSError):
+            if io_utils.exists(tmp):
+                io_utils.rmtree(tmp)
     return target_dir
 
 
