@@ -1,5 +1,19 @@
-"""bert_tf: BERT (Devlin et al., 2018) in TensorFlow 2 / Keras 3, faithful to google-research/bert."""
+"""bert_tf: BERT (Devlin et al., 2018) in TensorFlow 2 / Keras 3, faithful to google-research/bert.
+
+The wheel carries, besides the `bert_tf` packages: `bert_tf/export/c/serving_harness.c` (the C
+loader harness), the checkout's `official_configs/` as `bert_tf/official_configs/` (presets and the
+paper's task flagfiles) and `tools/` as `bert_tf/tools/` (the original-style scripts), plus one
+console script per tool (`bert-tf-run-classifier`, ...), each calling the same
+`bert_tf.cli.<tool>.main` as `tools/<tool>.py`.
+"""
 from setuptools import find_packages, setup
+
+# tool module in bert_tf.cli -> console script `bert-tf-<tool with dashes>`
+TOOLS = ("run_classifier", "run_squad", "run_ner", "run_swag", "run_pretraining",
+         "create_pretraining_data", "extract_features", "export_savedmodel", "convert_checkpoint",
+         "build_vocab", "serving_client", "sweep_learning_rate")
+CONSOLE_SCRIPTS = [f"bert-tf-{tool.replace('_', '-')}=bert_tf.cli.{tool}:main" for tool in TOOLS]
+CONSOLE_SCRIPTS.append("bert-tf-evaluate-squad=bert_tf.cli.evaluate_squad:console_main")
 
 setup(
     name="bert_tf",
@@ -7,7 +21,15 @@ setup(
     description="BERT in TensorFlow 2 / Keras 3, faithful to Google's original release.",
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
-    packages=find_packages(include=["bert_tf", "bert_tf.*"]),
+    packages=find_packages(include=["bert_tf", "bert_tf.*"])
+    + ["bert_tf.official_configs", "bert_tf.tools"],
+    package_dir={"bert_tf.official_configs": "official_configs", "bert_tf.tools": "tools"},
+    package_data={
+        "bert_tf.export": ["c/*.c"],
+        "bert_tf.official_configs": ["*.md", "models/*.json", "tasks/*"],
+        "bert_tf.tools": ["*.py"],
+    },
+    entry_points={"console_scripts": CONSOLE_SCRIPTS},
     python_requires=">=3.10",
     install_requires=[
         "tensorflow==2.21.*",

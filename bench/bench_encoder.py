@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """bert_tf vs TF Model Garden vs keras-hub: encoder inference (and pretraining step) throughput.
 
-Drives the shared side-by-side harness (default /work/shared/bench-peers: bench_bert.py,
-run_all.py, matmul_peak.py) in ONE invocation:
+Drives the shared side-by-side harness (default ../shared/bench-peers next to the checkout:
+bench_bert.py, run_all.py, matmul_peak.py) in ONE invocation:
 
   1. matmul_peak.py under bert_tf's Python -> the measured fp32 matmul peak (MFU denominator);
   2. for each pass, the process matrix (impl x XLA off/on), one fresh process per measurement, each
@@ -40,7 +40,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 ADAPTER = os.path.join(HERE, "peers", "bert_tf_impl.py")
-DEFAULT_HARNESS = os.environ.get("BENCH_PEERS_DIR", "/work/shared/bench-peers")
+# ../shared/bench-peers next to the checkout (BENCH_PEERS_DIR or --harness to use another).
+DEFAULT_HARNESS = os.environ.get("BENCH_PEERS_DIR", os.path.normpath(
+    os.path.join(REPO, "..", "shared", "bench-peers")))
 DEFAULT_VENVS = os.environ.get("BENCH_VENVS", "/work/venvs")
 
 # impl name -> (env name in run_all.py, harness impl argument, module the venv must import)

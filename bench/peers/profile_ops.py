@@ -28,8 +28,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--impl", required=True)
-    ap.add_argument("--harness", default=os.environ.get("BENCH_PEERS_DIR",
-                                                         "/work/shared/bench-peers"))
+    ap.add_argument("--harness", default=os.environ.get("BENCH_PEERS_DIR", os.path.normpath(
+        os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared",
+                     "bench-peers"))))
     ap.add_argument("--task", choices=["infer", "pretrain"], default="infer",
                     help="infer: encoder forward; pretrain: the harness's custom train step")
     ap.add_argument("--config", default=None, help="default: base (infer), S (pretrain)")

@@ -34,7 +34,9 @@ METRIC_PRIORITY = ("mcc", "spearmanr", "f1", "acc", "accuracy", "exact")
 
 SCRIPTS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), "tools")
-CLI_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "cli")
+# An installed wheel carries tools/ as bert_tf/tools/.
+PACKAGED_SCRIPTS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                    "tools")
 
 
 @dataclasses.dataclass
@@ -68,14 +70,14 @@ class SweepOptions:
 
 
 def resolve_script(script: str) -> str:
-    """`run_classifier` -> `<project>/tools/run_classifier.py` (or, without a checkout,
-    `bert_tf/cli/run_classifier.py`, the same tool); a path is returned as is."""
+    """`run_classifier` -> `<project>/tools/run_classifier.py` (or, installed from the wheel,
+    `bert_tf/tools/run_classifier.py`); a path is returned as is."""
     if os.path.exists(script):
         return script
     name = script if script.endswith(".py") else script + ".py"
     path = os.path.join(SCRIPTS_DIR, name)
-    if not os.path.exists(path):  # an installed wheel: the same tool's `bert_tf.cli` module
-        path = os.path.join(CLI_DIR, name)
+    if not os.path.exists(path):
+        path = os.path.join(PACKAGED_SCRIPTS_DIR, name)
     if not os.path.exists(path):
         raise UserInputError(f"--script={script}: no such file, and no {name} in {SCRIPTS_DIR}")
     return path
