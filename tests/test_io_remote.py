@@ -169,3 +169,33 @@ def test_run_classifier_with_every_path_in_ram(tmp_path, monkeypatch, original_f
         vocab_file=f"{root}/model/vocab.txt", output_dir=out, do_eval=True, max_seq_length=32,
         eval_batch_size=8))
     assert again["eval"]["dev"] == ram_result["eval"]["dev"]
+
+
+def test_encoder_export_to_ram_and_back(original_fixtures):
+    """A SavedModel export to a remote file system: written beside, moved in (saved_model.pb
+    last), loadable from there; a second export without overwrite is refused."""
+    import numpy as np
+    import tensorflow as tf
+
+    from bert_tf.checkpoints import load_original_checkpoint
+    from bert_tf.export.encoder import export_encoder_savedmodel
+    from bert_tf.export.savedmodel_io import ExportError
+    from bert_tf.modeling import BertConfig, BertEncoder
+
+    ckpt = original_fixtures / "checkpoint"
+    encoder = BertEncoder(BertConfig.from_json_file(str(ckpt / "bert_config.json")))
+    encoder.build_from_config_shapes()
+    load_original_checkpoint(encoder, str(ckpt / "bert_model.ckpt"))
+    root = _ram_root()
+    target = f"{root}/exports/encoder"
+    assert export_encoder_savedmodel(encoder, target) == target
+    assert io_utils.exists(f"{target}/saved_model.pb")
+    assert [p for p in io_utils.glob(f"{root}/exports/*") if ".tmp-" in p] == []
+    ids = tf.constant([[101, 7592, 2088, 102]], tf.int32)
+    inputs = {"input_word_ids": ids, "input_mask": tf.ones_like(ids),
+              "input_type_ids": tf.zeros_like(ids)}
+    loaded = tf.saved_model.load(target)
+    np.testing.assert_allclose(loaded(inputs)["pooled_output"].numpy(),
+                               encoder(inputs)["pooled_output"].numpy(), atol=1e-5)
+    with pytest.raises(ExportError, match="already exists"):
+        export_encoder_savedmodel(encoder, target)
