@@ -14,9 +14,12 @@ positions never feed real ones), up to float rounding, so cutting the padding is
   * `trim_padding(batch, length_multiple)`: the same cut for one training batch (tf.data /
     graph ops), for a training loop that keeps its batch composition.
 
-In per-position outputs, positions past the padded length of an example's batch are
-`pad_value` (0) here, whereas the padded path computes (meaningless) values for the [PAD] tokens
-there; no task reads them (NER scores real tokens only, SQuAD keeps spans inside the context).
+In per-position outputs, positions up to the padded length of an example's batch are computed
+as in the padded path (a [PAD] query attends to the real keys only, so even its values are the
+same); positions past it are `pad_value` (-10000) here, whereas the padded path computes
+values for the [PAD] tokens there. NER reads real tokens only; SQuAD's n-best takes the top
+start/end logits over all positions and then drops those outside the context, so -10000 keeps
+padding out of the n-best (the padded path could only have let a [PAD] position take a slot).
 """
 from __future__ import annotations
 
@@ -112,7 +115,7 @@ def predict_length_bucketed(model, arrays: Mapping[str, np.ndarray], batch_size:
                             output_keys: Sequence[str],
                             input_keys: Sequence[str] = ENCODER_INPUT_KEYS,
                             mask_key: str = "input_mask", length_multiple: int = 32,
-                            pad_value: float = 0.0, progress: bool = True
+                            pad_value: float = -10000.0, progress: bool = True
                             ) -> dict[str, np.ndarray]:
     """Runs `model(batch, training=False)` on length-sorted batches cut to their longest.
 
@@ -129,7 +132,8 @@ def predict_length_bucketed(model, arrays: Mapping[str, np.ndarray], batch_size:
       input_keys: model inputs (must include `mask_key`).
       mask_key: the input mask, which gives each example's length.
       length_multiple: padded lengths are multiples of this (or S).
-      pad_value: value of per-position outputs past an example's padded length.
+      pad_value: value of per-position outputs past the padded length of an example's batch
+        (finite and very negative: never above a real logit, no NaN in a softmax).
       progress: Keras progress bar (examples done of N, with ETA) on stdout.
 
     Returns:

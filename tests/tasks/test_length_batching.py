@@ -137,12 +137,13 @@ def _conll(shared_data, config_file, vocab_file, checkpoint, limit):
     assert bucketed.shape == padded.shape == (len(features), 128, len(labels))
     real = arrays["input_mask"] != 0
     np.testing.assert_allclose(bucketed[real], padded[real], rtol=0, atol=LOGIT_TOLERANCE)
-    # Past the padded length of an example's batch: pad_value.
+    # Past the padded length of an example's batch: pad_value; before it, as padded (above).
     batch_length = np.zeros(len(features), np.int64)
     for batch in plan_length_batches(example_lengths(arrays["input_mask"]), 32, 128, 32):
         batch_length[batch.indices] = batch.length
     beyond = np.arange(128)[None, :] >= batch_length[:, None]
-    assert beyond.any() and (bucketed[beyond] == 0).all()
+    assert beyond.any() and (bucketed[beyond] == -10000.0).all()
+    np.testing.assert_allclose(bucketed[~beyond], padded[~beyond], rtol=0, atol=LOGIT_TOLERANCE)
     results = []
     for logits in (padded, bucketed):
         ids = np.argmax(logits, axis=-1)
