@@ -195,8 +195,10 @@ def test_conlleval_file_and_scores(conll_file, tmp_path):
 def test_label_list(tmp_path, conll_file):
     sentences = ner.read_conll_file(conll_file)
     assert ner.build_label_list(sentences) == list(ner.CONLL2003_LABELS)
-    sentences[0].labels[1] = "B-DATE"
-    labels = ner.build_label_list(sentences)
+    sentences[0].labels[1] = "B-DATE"  # not a CoNLL-2003 tag: an error naming file and line
+    with pytest.raises(ner.NerDataError, match=rf"{conll_file}:\d+: unknown tag 'B-DATE'"):
+        ner.build_label_list(sentences)
+    labels = ner.build_label_list(sentences, tag_set=[*ner.CONLL2003_LABELS, "B-DATE"])
     assert labels == [*ner.CONLL2003_LABELS, "B-DATE"]
     path = tmp_path / "label_list.txt"
     ner.write_label_list(path, labels)

@@ -5,8 +5,6 @@ import dataclasses
 import os
 from typing import Sequence
 
-from absl import logging
-
 from bert_tf import io_utils
 from bert_tf.errors import UserInputError
 
@@ -119,20 +117,28 @@ def read_conll_file(path: str | os.PathLike, require_labels: bool = True) -> lis
     return sentences
 
 
-def build_label_list(sentences: Sequence[NerSentence]) -> list[str]:
-    """`CONLL2003_LABELS`, then every other tag found in `sentences` (sorted).
+def build_label_list(sentences: Sequence[NerSentence],
+                     tag_set: Sequence[str] = CONLL2003_LABELS) -> list[str]:
+    """The model's labels for training on `sentences`: `tag_set` (the nine CoNLL-2003 tags by
+    default), in that order.
 
-    Raises NerDataError if a sentence has no tags.
+    A tag outside `tag_set` (e.g. a typo such as `B-FOO`) is an error, as README says, not a new
+    class: pass `tag_set` to train on another tag set.
+
+    Raises NerDataError naming file and line of a sentence without tags or of the first tag not
+    in `tag_set`.
     """
-    extra: set[str] = set()
     for s in sentences:
         if s.labels is None:
             raise NerDataError(f"{s.source}:{s.lines[0]}: training sentences need a tag column")
-        extra.update(label for label in s.labels if label not in CONLL2003_LABELS)
-    if extra:
-        logging.warning("tags beyond the CoNLL-2003 set found in the training data, added to the "
-                        "label list: %s", ", ".join(sorted(extra)))
-    return [*CONLL2003_LABELS, *sorted(extra)]
+    known = set(tag_set)
+    for s in sentences:
+        for label, line in zip(s.labels, s.lines):
+            if label not in known:
+                raise NerDataError(
+                    f"{s.source}:{line}: unknown tag {label!r}; expected one of the "
+                    f"{len(tag_set)} tags {', '.join(tag_set)}")
+    return list(tag_set)
 
 
 def check_labels(sentences: Sequence[NerSentence], label_list: Sequence[str]) -> None:
