@@ -186,7 +186,8 @@ def training_state_map(model, optimizer=None) -> dict[str, tf.Variable]:
     original AdamWeightDecayOptimizer's names) and the dropout streams' states."""
     names = checkpoint_variable_map(model)
     state = dict(names)
-    moments = getattr(optimizer, "moments", None)
+    # AdamWeightDecay's moments(var) or OpenAIAdam's slots(var): (m, v).
+    moments = getattr(optimizer, "moments", None) or getattr(optimizer, "slots", None)
     if moments is not None:
         trainable = {id(v) for v in model.trainable_variables}
         for name, var in names.items():
@@ -333,7 +334,8 @@ def _format_eta(seconds: float) -> str:
 
 def train_model(model: keras.Model, arrays: Mapping[str, np.ndarray], loss_fn: LossFn,
                 options: FinetuneOptions, input_keys: Sequence[str] = ENCODER_INPUT_KEYS,
-                strategy: Any = None) -> dict:
+                strategy: Any = None,
+                optimizer_fn: Callable[[], keras.optimizers.Optimizer] | None = None) -> dict:
     """Fine-tunes `model` until global step `options.num_train_steps`, as the original.
 
     When `options.output_dir` holds a checkpoint (of an earlier, interrupted run), training
@@ -351,6 +353,9 @@ def train_model(model: keras.Model, arrays: Mapping[str, np.ndarray], loss_fn: L
       input_keys: which arrays are model inputs.
       strategy: None (the current strategy), a `tf.distribute.Strategy`, a strategy name, or an
         options object with the original's TPU flags (see `distribution.resolve_strategy`).
+      optimizer_fn: () -> optimizer (called under the strategy's scope), instead of the
+        original's AdamWeightDecay with `options`' schedule (e.g. GPT-1's OpenAIAdam; its
+        schedule is its own, the loop still clips to `options.clip_norm`).
 
     Returns:
       {"global_step": int, "start_step": int (0, or the step resumed from), "first_loss": float
@@ -382,8 +387,9 @@ def train_model(model: keras.Model, arrays: Mapping[str, np.ndarray], loss_fn: L
 
     names = {var.path: name for name, var in checkpoint_variable_map(model).items()}
     with strategy.scope():
-        optimizer = create_optimizer(options.learning_rate, options.num_train_steps,
-                                     options.num_warmup_steps, variable_names=names)
+        optimizer = optimizer_fn() if optimizer_fn is not None else create_optimizer(
+            options.learning_rate, options.num_train_steps, options.num_warmup_steps,
+            variable_names=names)
         optimizer.build(model.trainable_variables)
     latest = latest_checkpoint(output_dir)
     start = _resume(model, optimizer, latest) if latest else 0
