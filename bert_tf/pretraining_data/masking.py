@@ -1,5 +1,5 @@
 """Masked-LM predictions: choose positions to predict and replace them (80% [MASK], 10% keep,
-10% random word), with exactly the original's candidate order and RNG calls.
+10% random word; other mixtures as options), with exactly the original's candidate order and RNG calls.
 
 Everything works on token ids; the vocab facts the original read off token strings
 ("[CLS]"/"[SEP]" are skipped, "##" pieces continue a word) are tabulated per id in `VocabInfo`.
@@ -103,14 +103,17 @@ def create_masked_lm_predictions(ids: list, options: PretrainingDataOptions, voc
     chosen: list = []
 
     rnd = rng.random
+    # The original's thresholds (0.8, then 0.5) unless another mixture is asked for.
+    p_mask = 0.8 if options.default_masking_mixture else options.mask_token_prob
+    p_keep = 0.5 if options.default_masking_mixture else options.keep_given_not_masked()
     if not options.do_whole_word_mask:
         cand = _candidates(ids, cls_id, sep_id)
         rng.shuffle(cand)  # rng-site: mask.shuffle_cand_indexes
         chosen = cand[:k]
         for index in chosen:
-            if rnd() < 0.8:  # rng-site: mask.mask_token_draw_0.8
+            if rnd() < p_mask:  # rng-site: mask.mask_token_draw_0.8
                 output[index] = mask_id
-            elif rnd() < 0.5:  # rng-site: mask.keep_original_draw_0.5
+            elif rnd() < p_keep:  # rng-site: mask.keep_original_draw_0.5
                 pass
             else:
                 output[index] = pool[rng.randint(0, last)]  # rng-site: mask.random_word_index
@@ -133,10 +136,10 @@ def create_masked_lm_predictions(ids: list, options: PretrainingDataOptions, voc
                 continue
             chosen.extend(group)
             if per_word:
-                if rnd() < 0.8:  # rng-site: mask.mask_token_draw_0.8
+                if rnd() < p_mask:  # rng-site: mask.mask_token_draw_0.8
                     for index in group:
                         output[index] = mask_id
-                elif rnd() < 0.5:  # rng-site: mask.keep_original_draw_0.5
+                elif rnd() < p_keep:  # rng-site: mask.keep_original_draw_0.5
                     pass
                 else:
                     for index in group:
@@ -144,9 +147,9 @@ def create_masked_lm_predictions(ids: list, options: PretrainingDataOptions, voc
                         output[index] = pool[word]
                 continue
             for index in group:
-                if rnd() < 0.8:  # rng-site: mask.mask_token_draw_0.8
+                if rnd() < p_mask:  # rng-site: mask.mask_token_draw_0.8
                     output[index] = mask_id
-                elif rnd() < 0.5:  # rng-site: mask.keep_original_draw_0.5
+                elif rnd() < p_keep:  # rng-site: mask.keep_original_draw_0.5
                     pass
                 else:
                     output[index] = pool[rng.randint(0, last)]  # rng-site: mask.random_word_index

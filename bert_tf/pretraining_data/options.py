@@ -41,6 +41,11 @@ class PretrainingDataOptions:
       next_sentence_prediction: (default True, the original) build `[CLS] A [SEP] B [SEP]` pairs
         with the IsNext/NotNext label. False gives single-segment examples `[CLS] A [SEP]` for the
         "No NSP" ablation: `segment_ids` all 0 and `next_sentence_labels` always 0 (ignore it).
+      mask_token_prob, keep_token_prob, random_token_prob: (extras for the masking study, BERT
+        paper Table 8) what a chosen position becomes: [MASK], itself, or a random word. They
+        must sum to 1. The default 0.8/0.1/0.1 is the original exactly (same draws, same
+        thresholds 0.8 and 0.5); other mixtures use the same two draws with the thresholds
+        `mask_token_prob` and `keep_token_prob / (keep_token_prob + random_token_prob)`.
     """
 
     max_seq_length: int = 128
@@ -53,6 +58,20 @@ class PretrainingDataOptions:
     whole_word_mask_per_word: bool = False
     random_replacement_excludes_special: bool = False
     next_sentence_prediction: bool = True
+    mask_token_prob: float = 0.8
+    keep_token_prob: float = 0.1
+    random_token_prob: float = 0.1
+
+    @property
+    def default_masking_mixture(self) -> bool:
+        """True for the original's 80% [MASK] / 10% same / 10% random."""
+        return (self.mask_token_prob, self.keep_token_prob, self.random_token_prob) == \
+            (0.8, 0.1, 0.1)
+
+    def keep_given_not_masked(self) -> float:
+        """Threshold of the second draw: P(keep | not [MASK]) (0.5 for the original)."""
+        rest = self.keep_token_prob + self.random_token_prob
+        return self.keep_token_prob / rest if rest > 0 else 0.0
 
     @property
     def max_num_tokens(self) -> int:
@@ -63,11 +82,16 @@ class PretrainingDataOptions:
     def is_original_behaviour(self) -> bool:
         """True when none of the opt-in extras is switched on."""
         return (not self.whole_word_mask_per_word and not self.random_replacement_excludes_special
-                and self.next_sentence_prediction)
+                and self.next_sentence_prediction and self.default_masking_mixture)
 
     def to_dict(self) -> dict:
-        """Plain dict of the fields (JSON-serialisable)."""
-        return dataclasses.asdict(self)
+        """Plain dict of the fields (JSON-serialisable). The masking mixture is left out when it
+        is the original's, so fingerprints of earlier outputs stay valid."""
+        out = dataclasses.asdict(self)
+        if self.default_masking_mixture:
+            for name in ("mask_token_prob", "keep_token_prob", "random_token_prob"):
+                del out[name]
+        return out
 
     def validate(self, allow_prediction_cap: bool = False) -> None:
         """Raises PretrainingDataError naming the flag for any unusable setting.
@@ -106,6 +130,12 @@ class PretrainingDataOptions:
                 self.masked_lm_prob, self.max_seq_length, needed,
                 int(self.max_predictions_per_seq / self.masked_lm_prob),
                 self.max_predictions_per_seq)
+        mixture = (self.mask_token_prob, self.keep_token_prob, self.random_token_prob)
+        if any(not 0.0 <= p <= 1.0 for p in mixture) or abs(sum(mixture) - 1.0) > 1e-6:
+            raise PretrainingDataError(
+                f"--mask_token_prob={self.mask_token_prob}, --keep_token_prob="
+                f"{self.keep_token_prob}, --random_token_prob={self.random_token_prob}: expected "
+                "three probabilities in [0, 1] that sum to 1")
         if self.whole_word_mask_per_word and not self.do_whole_word_mask:
             raise PretrainingDataError(
                 "--whole_word_mask_per_word needs --do_whole_word_mask")
