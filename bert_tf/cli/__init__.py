@@ -134,10 +134,13 @@ def run_tool(main_fn: Callable[[Any], Any], options_class: type,
 
     argv = expand_config_flag(sys.argv if argv is None else argv)
     flag_values = flags.FLAGS
-    define_flags(options_class, flag_values)
+    names = define_flags(options_class, flag_values)
     if VERBOSE_FLAG not in flag_values:
         flags.DEFINE_bool(VERBOSE_FLAG, False, "Show TensorFlow's C++ start-up log and the full "
                           "traceback of an input error.", flag_values=flag_values)
+    # --help / --helpshort list the flags of the main module (the script being run).
+    for name in [*names, VERBOSE_FLAG]:
+        flag_values.register_key_flag_for_module(sys.argv[0], flag_values[name])
 
     def _main(args: list[str]) -> None:
         verbose = flag_values[VERBOSE_FLAG].value

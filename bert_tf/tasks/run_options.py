@@ -48,6 +48,17 @@ class FinetuningRunOptions(DistributionOptions):
     seed: int = option(12345, "Seed of the example shuffle, input pipeline, new weights and "
                        "dropout.")
 
+    def finetune_options(self, num_train_steps: int, num_warmup_steps: int):
+        """The `bert_tf.training.finetuning.FinetuneOptions` of this run's training."""
+        from bert_tf.training.finetuning import FinetuneOptions
+
+        return FinetuneOptions(
+            output_dir=self.output_dir, learning_rate=self.learning_rate,
+            num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
+            train_batch_size=self.train_batch_size,
+            save_checkpoints_steps=self.save_checkpoints_steps,
+            keep_checkpoint_max=self.keep_checkpoint_max, seed=self.seed)
+
 
 @dataclasses.dataclass
 class EvaluatingRunOptions(FinetuningRunOptions):

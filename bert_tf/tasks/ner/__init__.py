@@ -42,3 +42,11 @@ from bert_tf.tasks.ner.run import DATA_DIR_FILES, NerRunOptions, run_ner, valida
 from bert_tf.tasks.ner.scoring import (ner_loss_fn, numpy_token_loss, score_predictions,
                                        token_classification_loss, word_predictions,
                                        write_conlleval_file)
+
+__all__ = ["CONLL2003_LABELS", "DATA_DIR_FILES", "DOCSTART", "IGNORE_LABEL", "LABEL_LIST_FILE",
+           "NerDataError", "NerFeature", "NerRunOptions", "NerSentence", "build_label_list",
+           "check_labels", "convert_sentences_to_features", "document_context_window",
+           "features_to_arrays", "ner_loss_fn", "numpy_token_loss", "read_conll_file",
+           "read_label_list", "run_ner", "score_predictions", "token_classification_loss",
+           "tokenize_words", "validate_options", "word_predictions", "write_conlleval_file",
+           "write_label_list"]

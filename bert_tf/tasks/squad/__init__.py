@@ -39,3 +39,12 @@ from bert_tf.tasks.squad.reading import (SquadDataError, SquadExample, examples_
                                          read_squad_examples, split_paragraph)
 from bert_tf.tasks.squad.run import (SquadRunOptions, evaluate_predictions, predict_logits,
                                      run_squad, squad_loss, train_squad, validate_options)
+
+__all__ = ["DocSpan", "FIRST_UNIQUE_ID", "InputFeatures", "NO_NON_NULL_SCORE_DIFF", "RawResult",
+           "SquadDataError", "SquadExample", "SquadPredictions", "SquadRunOptions",
+           "check_is_max_context", "check_lengths", "compute_predictions", "compute_softmax",
+           "convert_examples_to_features", "evaluate_predictions", "examples_from_squad_data",
+           "features_to_arrays", "get_best_indexes", "get_final_text", "improve_answer_span",
+           "is_squad_whitespace", "load_squad_json", "make_doc_spans", "predict_logits",
+           "read_squad_examples", "run_squad", "split_paragraph", "squad_loss", "train_squad",
+           "validate_options", "write_prediction_files", "write_predictions"]
