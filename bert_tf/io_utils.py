@@ -233,6 +233,10 @@ class _GFileRaw(io.RawIOBase):
     def writable(self) -> bool:
         return "w" in self._mode or "a" in self._mode
 
+    def tell(self) -> int:
+        with _translated_errors(self._path):
+            return self._file.tell()
+
     def readinto(self, buffer) -> int:
         with _translated_errors(self._path):
             data = self._file.read(len(buffer))

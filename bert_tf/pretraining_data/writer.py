@@ -443,10 +443,11 @@ class TFRecordShardWriter:
 
     def __init__(self, path: str | os.PathLike, flush_every: int = 2048):
         self.path = os.fspath(path)
-        directory = os.path.dirname(os.path.abspath(self.path))
-        os.makedirs(directory, exist_ok=True)
+        from bert_tf import io_utils  # local paths, or any TensorFlow file system (gs://)
+
+        io_utils.makedirs(io_utils.dirname(self.path))
         self.tmp_path = temporary_path(self.path)
-        self._f = open(self.tmp_path, "wb")
+        self._f = io_utils.open_file(self.tmp_path, "wb")
         self._sha256 = hashlib.sha256()
         self._buffer: list[bytes] = []
         self._flush_every = flush_every
@@ -489,17 +490,22 @@ class TFRecordShardWriter:
     def commit(self) -> None:
         """Flushes, fsyncs and renames the temporary file onto `path`."""
         self.flush()
+        from bert_tf import io_utils
+
         self._f.flush()
-        os.fsync(self._f.fileno())
+        if not io_utils.is_remote(self.path):
+            os.fsync(self._f.fileno())
         self._f.close()
-        os.replace(self.tmp_path, self.path)
+        io_utils.rename(self.tmp_path, self.path)
 
     def abort(self) -> None:
         """Closes and deletes the temporary file; `path` is left as it was."""
         with contextlib.suppress(OSError):
             self._f.close()
+        from bert_tf import io_utils
+
         with contextlib.suppress(OSError):
-            os.remove(self.tmp_path)
+            io_utils.remove(self.tmp_path)
 
     def __enter__(self) -> "TFRecordShardWriter":
         return self
