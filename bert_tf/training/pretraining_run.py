@@ -92,7 +92,9 @@ def run_pretraining(run: PretrainingRun) -> dict:
     keras.utils.set_random_seed(run.seed)
     check_global_batch(run.train_batch_size, strategy, "--train_batch_size")
     check_global_batch(run.eval_batch_size, strategy, "--eval_batch_size")
-    os.makedirs(run.output_dir, exist_ok=True)
+    from bert_tf import io_utils
+
+    io_utils.makedirs(run.output_dir)
     trainer = PretrainingTrainer(config, run, strategy)
     result: dict = {}
 
