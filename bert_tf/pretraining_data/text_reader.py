@@ -110,9 +110,9 @@ class LineSource:
     def lines(self) -> Iterator[bytes]:
         """Yields the file's lines as bytes (split on b"\\n")."""
         if "://" in self.path:
-            import tensorflow as tf  # Remote file systems only.
+            from bert_tf import io_utils as remote_io  # tf.io.gfile as a raw stream (readinto)
 
-            raw = tf.io.gfile.GFile(self.path, "rb")
+            raw = remote_io.open_file(self.path, "rb")
         else:
             raw = open(self.path, "rb", buffering=0)
         self._counter = _CountingReader(raw)
