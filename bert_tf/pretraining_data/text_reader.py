@@ -10,19 +10,16 @@ are decompressed on the fly.
 from __future__ import annotations
 
 import dataclasses
-import glob
 import gzip
 import io
 import os
 from typing import BinaryIO, Callable, Iterator, Mapping, Sequence
 
+from bert_tf import io_utils
 from bert_tf.pretraining_data.options import PretrainingDataError
 
 Sentence = list  # list[int]: WordPiece ids of one line
 Document = list  # list[Sentence]
-
-_GLOB_CHARS = set("*?[")
-
 
 def expand_input_patterns(patterns: str | Sequence[str], flag: str = "--input_file") -> list[str]:
     """Comma-separated paths or glob patterns -> list of files.
@@ -34,31 +31,12 @@ def expand_input_patterns(patterns: str | Sequence[str], flag: str = "--input_fi
       PretrainingDataError: a pattern matches nothing, a named file does not exist (names the
         flag and the pattern) or is empty (names the file).
     """
-    if isinstance(patterns, str):
-        patterns = [p for p in patterns.split(",")]
-    files: list[str] = []
-    for pattern in patterns:
-        pattern = pattern.strip()
-        if not pattern:
-            continue
-        if "://" in pattern:
-            import tensorflow as tf  # Remote file systems (gs://...) only.
-
-            matches = sorted(tf.io.gfile.glob(pattern))
-        elif _GLOB_CHARS & set(pattern):
-            matches = sorted(p for p in glob.glob(pattern) if os.path.isfile(p))
-        else:
-            matches = [pattern] if os.path.isfile(pattern) else []
-        if not matches:
-            raise PretrainingDataError(f"{flag}: no file matches {pattern!r}")
-        for path in matches:
-            if "://" not in path and os.path.getsize(path) == 0:
-                raise PretrainingDataError(
-                    f"{path}: the file is empty (0 bytes); the input must be text with one "
-                    "sentence per line and a blank line between documents")
-        files.extend(matches)
-    if not files:
-        raise PretrainingDataError(f"{flag} is empty: give one or more files or glob patterns")
+    files = io_utils.expand_file_patterns(patterns, flag, PretrainingDataError)
+    for path in files:
+        if not io_utils.is_remote(path) and os.path.getsize(path) == 0:
+            raise PretrainingDataError(
+                f"{path}: the file is empty (0 bytes); the input must be text with one "
+                "sentence per line and a blank line between documents")
     return files
 
 

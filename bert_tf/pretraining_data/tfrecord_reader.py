@@ -33,6 +33,7 @@ from typing import Callable, Sequence
 
 import tensorflow as tf
 
+from bert_tf import io_utils
 from bert_tf.errors import UserInputError
 
 FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions",
@@ -46,21 +47,9 @@ def expand_input_files(input_files: str | Sequence[str]) -> list[str]:
     Raises:
       TFRecordInputError: a pattern matches nothing (names it).
     """
-    if isinstance(input_files, str):
-        input_files = input_files.split(",")
-    files: list[str] = []
-    for pattern in input_files:
-        pattern = pattern.strip()
-        if not pattern:
-            continue
-        matches = sorted(tf.io.gfile.glob(pattern))
-        if not matches:
-            raise TFRecordInputError(f"--input_file: no file matches {pattern!r}; expected "
-                                     "TFRecord files of create_pretraining_data.py")
-        files.extend(matches)
-    if not files:
-        raise TFRecordInputError("--input_file: no input files given")
-    return files
+    return io_utils.expand_file_patterns(
+        input_files, "--input_file", TFRecordInputError,
+        "; expected TFRecord files of create_pretraining_data.py")
 
 
 def name_to_features(max_seq_length: int, max_predictions_per_seq: int) -> dict:

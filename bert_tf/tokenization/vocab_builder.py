@@ -14,7 +14,6 @@ Layout of the result, like Google's vocabs: "[PAD]" (id 0), optionally "[unused0
 from __future__ import annotations
 
 import collections
-import glob
 import importlib.util
 import os
 import sys
@@ -198,21 +197,7 @@ def _search_threshold(learn_at, vocab_size: int, slack_ratio: float, lowest: int
 
 def _expand_inputs(input_files: str | Sequence[str]) -> list[str]:
     """Comma-separated names/globs (or a list of them) -> sorted, existing file paths."""
-    if isinstance(input_files, (str, os.PathLike)):
-        input_files = [input_files]
-    paths: list[str] = []
-    for item in input_files:
-        for pattern in str(os.fspath(item)).split(","):
-            pattern = pattern.strip()
-            if not pattern:
-                continue
-            matches = io_utils.glob(pattern)
-            if not matches:
-                raise FileNotFoundError(f"input file or pattern {pattern!r} matches no file")
-            paths.extend(matches)
-    if not paths:
-        raise ValueError("no input files given")
-    return paths
+    return io_utils.expand_file_patterns(input_files, "--input_file")
 
 
 def _read_lines(paths: Sequence[str]) -> Iterable[str]:
