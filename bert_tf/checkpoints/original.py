@@ -172,10 +172,15 @@ def resolve_checkpoint_prefix(path: str | os.PathLike) -> str:
     return path
 
 
+# Readers are opened with NewCheckpointReader on the resolved prefix, not tf.train.load_checkpoint:
+# the latter asks isdir(prefix) first, which TF's ram:// file system (the gs:// stand-in in tests)
+# answers True for any prefix of a file name.
+
+
 def read_checkpoint(path: str | os.PathLike) -> dict[str, np.ndarray]:
     """All variables of a TF checkpoint as NumPy arrays, by name."""
     prefix = resolve_checkpoint_prefix(path)
-    reader = tf.train.load_checkpoint(prefix)
+    reader = tf.compat.v1.train.NewCheckpointReader(prefix)
     return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
 
 
@@ -211,7 +216,7 @@ def load_original_checkpoint(model, path: str | os.PathLike, heads: str = "if_pr
         required, optional = {**required, **optional}, {}
     to_assign, initialized = assign_from_checkpoint(prefix, required, optional)
     loaded = [name for name, _ in to_assign]
-    shapes = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+    shapes = tf.compat.v1.train.NewCheckpointReader(prefix).get_variable_to_shape_map()
     used = set(loaded)
     unused = sorted(n for n in shapes if n not in used)
     logging.info("Loaded %d variables from %s; %d newly initialised (%s); %d in the checkpoint "
@@ -237,9 +242,14 @@ def assign_from_checkpoint(prefix: str, required: Mapping[str, tf.Variable],
       CheckpointError naming the checkpoint and the first missing or mis-shaped variable; then
       nothing has been assigned.
     """
-    reader = tf.train.load_checkpoint(prefix)
+    reader = tf.compat.v1.train.NewCheckpointReader(prefix)
     shapes = reader.get_variable_to_shape_map()
     optional = dict(optional or {})
+    if "_CHECKPOINTABLE_OBJECT_GRAPH" in shapes and not any(n in shapes for n in required):
+        raise CheckpointError(
+            f"{prefix} is a TF2 object-graph training checkpoint, not one under the original "
+            "names; use the model.ckpt-<step> that bert_tf pretraining writes beside it (in "
+            "--output_dir) at every checkpoint step")
     to_assign, missing = [], []
     for name, var in list(required.items()) + list(optional.items()):
         if name not in shapes:
@@ -335,7 +345,7 @@ def checkpoint_global_step(prefix: str | None) -> int | None:
     if not prefix:
         return None
     try:
-        return int(tf.train.load_checkpoint(prefix).get_tensor("global_step"))
+        return int(tf.compat.v1.train.NewCheckpointReader(prefix).get_tensor("global_step"))
     except (tf.errors.OpError, ValueError, KeyError):
         return None
 
@@ -350,6 +360,11 @@ def remove_stale_temp_files(directory: str) -> list[str]:
     for path in io_utils.glob(io_utils.join(glob.escape(directory), _TEMP_PREFIX + "*")):
         with contextlib.suppress(OSError):
             io_utils.rmtree(path)
+            removed.append(path)
+    # the `checkpoint` state file's temporary (atomic_write_text: .checkpoint.<random>.tmp)
+    for path in io_utils.glob(io_utils.join(glob.escape(directory), ".checkpoint.*.tmp")):
+        with contextlib.suppress(OSError, tf.errors.OpError):
+            tf.io.gfile.remove(path)
             removed.append(path)
     if removed:
         logging.info("Removed %d temporary checkpoint folder(s) of an interrupted run in %s",

@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf.checkpoints import load_original_checkpoint, save_original_checkpoint, variable_map
+from bert_tf.checkpoints import load_original_checkpoint, variable_map, write_step_checkpoint
 from bert_tf.errors import UserInputError
 from bert_tf.io_utils import atomic_write_text
 from bert_tf.modeling import BertConfig, BertPretrainer
@@ -337,6 +337,8 @@ class PretrainingTrainer:
             if step % opts.save_checkpoints_steps == 0 or step == end:
                 path = self._manager.save(checkpoint_number=step)
                 logging.info("Saved checkpoint %s", path)
+                if self.is_chief:  # and, as the original, model.ckpt-<step> under its names
+                    self.export_original_checkpoint()
         self.history.extend(records)
         return records
 
@@ -385,11 +387,13 @@ class PretrainingTrainer:
         return result
 
     def export_original_checkpoint(self) -> str:
-        """Writes `output_dir/model.ckpt-<step>` with the original TF1 names (+ global_step)."""
+        """Writes `output_dir/model.ckpt-<step>` with the original TF1 names (+ global_step) and
+        lists it in `output_dir/checkpoint`, keeping the newest `keep_checkpoint_max` (the
+        original's layout: each one is usable as --init_checkpoint and by convert_checkpoint)."""
         step = int(self.global_step.numpy())
-        prefix = os.path.join(self.options.output_dir, f"model.ckpt-{step}")
-        return save_original_checkpoint(self.model, prefix, overwrite=True,
-                                        extra={"global_step": np.int64(step)})
+        return write_step_checkpoint({**variable_map(self.model), "global_step": np.int64(step)},
+                                     self.options.output_dir, step,
+                                     self.options.keep_checkpoint_max)
 
 
 # Temporary names of this module's writers (TF's CheckpointManager, save_original_checkpoint,

@@ -58,6 +58,8 @@ class PretrainingRun(DistributionOptions, TrainerOptions):
       optimizer: adamw = the original's AdamWeightDecay; lamb = LAMB.
       export_dir: Also export the trained encoder as a SavedModel here.
       seed: Seed for initialisation, dropout and input shuffling.
+      plot_curves: Draw the training curves (TensorBoard scalars of output_dir/train) into
+        output_dir/curves.png after training.
     """
 
     bert_config_file: str
@@ -71,6 +73,7 @@ class PretrainingRun(DistributionOptions, TrainerOptions):
     optimizer: str = option("adamw", choices=("adamw", "lamb"))
     export_dir: str | None = None
     seed: int = 12345
+    plot_curves: bool = True
 
 
 def run_pretraining(run: PretrainingRun) -> dict:
@@ -114,6 +117,8 @@ def run_pretraining(run: PretrainingRun) -> dict:
         if run.export_dir:
             export_encoder_savedmodel(trainer.model.encoder, run.export_dir, overwrite=True)
             logging.info("Exported the encoder SavedModel to %s", run.export_dir)
+        if run.plot_curves and trainer.is_chief:
+            _plot_curves(run.output_dir)
     elif run.init_checkpoint or trainer._manager is None:
         trainer._setup_checkpoints()
         trainer._restore_or_initialize()
@@ -121,3 +126,16 @@ def run_pretraining(run: PretrainingRun) -> dict:
         result["eval"] = trainer.evaluate(input_fn(False, run.eval_batch_size), run.max_eval_steps)
         logging.info("Eval results: %s", json.dumps(result["eval"]))
     return result
+
+
+def _plot_curves(output_dir: str) -> None:
+    """output_dir/curves.png from the TensorBoard scalars (a by-product: never fails the run)."""
+    from bert_tf.plotting import plot_training_curves
+
+    png = os.path.join(output_dir, "curves.png")
+    try:
+        plot_training_curves(os.path.join(output_dir, "train"), png,
+                             title=f"pretraining: {output_dir}")
+        logging.info("Training curves: %s", png)
+    except (ImportError, OSError, ValueError) as e:
+        logging.warning("could not draw %s: %s", png, e)

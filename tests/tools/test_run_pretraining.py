@@ -36,6 +36,10 @@ def test_train_eval_export(tmp_path, original_fixtures):
     assert names["cls/seq_relationship/output_weights"] == [2, 128] and "global_step" in names
     assert sorted(f for f in os.listdir(out / "training_checkpoints") if f.endswith(".index")) \
         == ["ckpt-2.index", "ckpt-4.index"]
+    # every checkpoint step also under the original names (the original's layout), and curves
+    assert tf.train.latest_checkpoint(str(out)) == str(out / "model.ckpt-4")
+    assert "global_step" in dict(tf.train.list_variables(str(out / "model.ckpt-2")))
+    assert (out / "curves.png").read_bytes()[:4] == b"\x89PNG"
     encoder = tf.saved_model.load(str(out / "encoder"))
     ids = tf.constant([[101, 7592, 102, 0]])
     got = encoder.signatures["serving_default"](input_word_ids=ids, input_mask=tf.sign(ids),
