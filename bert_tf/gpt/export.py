@@ -4,7 +4,23 @@
   `hidden_states` [B, S, n_embd], `lm_logits` [B, S-1, table_rows], `next_token_logits`
   [B, n_vocab] (the prediction after the last position); S ≤ n_ctx, no padding mask (the model
   is causal: pad after the text and read the positions you need).
-- `export_gpt_classifier_savedmodel`: a fine-tuned `GptClassifier` (see that function).
+- `export_gpt_classifier_savedmodel`: a fine-tuned `GptClassifier`, under TF Serving's versioned
+  layout, checked servable (`bert_tf.export.serving_compat`) before it is moved into place:
+
+    serving_ids(token_ids int32 [B, S] (classification, entailment) or [B, C, S] (similarity:
+      C = 2 orders; multiple choice: C choices)) -> probabilities [B, K] f32, label_ids [B] i32,
+      logits [B, K] (+ labels [B] string with a label list)
+    serving_default: raw text in, the same outputs, for a model with a WordPiece vocabulary:
+      classification (text [B]); entailment and similarity (text_a [B], text_b [B]); multiple
+      choice (context [B], choices [B, C]).
+
+  Raw text is encoded in the graph by bert_tf's WordPiece `InGraphTokenizer` (mode "exact":
+  classic tensorflow-text ops only; same ids as `FullTokenizer`, see docs/tokenization.md) and
+  packed by the paper's transformations like `bert_tf.gpt.input_transforms`, each text cut to its
+  first `max_text_length` tokens (default: the budget that always fits, (S - specials) // texts,
+  as the original's transform_roc cut) — where the Python path refuses a too-long row, the
+  export cuts it. A model with the original BPE vocabulary is exported with `serving_ids` only:
+  the in-graph BPE (bert_tf/gpt/bpe_in_graph.py) has not landed yet; encode with `TextEncoder`.
 
 Signatures run with training=False, are not XLA-compiled, and track the model's variables, not
 the Keras object (Keras 3 would add a float32 signature of its own), as BERT's exports
@@ -61,3 +77,132 @@ def export_gpt_lm_savedmodel(model: keras.Model, export_dir: str, overwrite: boo
         export_dir, lambda tmp: tf.saved_model.save(
             module, tmp, signatures={"serving_default": module.serving_default}),
         overwrite=overwrite)
+
+
+_TEXT_PARTS = {"classification": 1, "entailment": 2, "similarity": 2, "multiple_choice": 2}
+
+
+class GptClassifierServingModule(_ModelModule):
+    """The signatures of a `GptClassifier` export (see the module docstring).
+
+    Args:
+      model: the fine-tuned `GptClassifier`.
+      seq_length: S of the raw-text signature (<= n_ctx).
+      label_list: class names in label-id order (adds a `labels` output); None for multiple
+        choice or when unknown.
+      vocab_file: WordPiece vocab of the model (adds the raw-text `serving_default`); None for a
+        BPE model (token ids only).
+      do_lower_case: as the WordPiece tokenizer's.
+      max_text_length: cut of every text in the raw-text signature (None: the budget).
+    """
+
+    def __init__(self, model: keras.Model, seq_length: int, label_list=None,
+                 vocab_file: str | None = None, do_lower_case: bool = True,
+                 max_text_length: int | None = None):
+        import json
+
+        from bert_tf.export.preprocessor import ensure_input_shape
+        from bert_tf.gpt.input_transforms import SpecialTokens
+        c = model.config
+        super().__init__(model, json.dumps({"gpt_config": c.to_dict(), "task": model.task,
+                                            "num_classes": model.num_classes}),
+                         name="gpt_classifier")
+        if not 3 <= seq_length <= c.n_ctx:
+            raise ValueError(f"seq_length={seq_length} must be in [3, n_ctx={c.n_ctx}]")
+        self.task = model.task
+        self.seq_length = int(seq_length)
+        specials = SpecialTokens.for_config(c)
+        parts = _TEXT_PARTS[model.task]
+        budget = (self.seq_length - 1 - parts) // parts  # start, delimiters, extract
+        self.max_text_length = min(int(max_text_length or budget), budget)
+        self.label_names = (tf.constant(list(label_list), tf.string)
+                            if label_list is not None else None)
+        rank = 2 if model.task in ("classification", "entailment") else 3
+
+        def outputs(token_ids):
+            logits = tf.cast(self._model({"token_ids": token_ids}, training=False,
+                                         with_lm_logits=False)["logits"], tf.float32)
+            out = {"probabilities": tf.nn.softmax(logits, axis=-1),
+                   "label_ids": tf.argmax(logits, axis=-1, output_type=tf.int32),
+                   "logits": logits}
+            if self.label_names is not None:
+                out["labels"] = tf.gather(self.label_names, out["label_ids"])
+            return out
+
+        @tf.function(input_signature=[tf.TensorSpec([None] * rank, tf.int32, name="token_ids")])
+        def serving_ids(token_ids):
+            return outputs(ensure_input_shape(token_ids, [None] * rank))
+
+        self.serving_ids = serving_ids
+        self.serving_default = None
+        if vocab_file is None:
+            return
+        from bert_tf.tokenization.in_graph import InGraphTokenizer
+        self.tokenizer = InGraphTokenizer(vocab_file, do_lower_case=do_lower_case, mode="exact")
+        start, delim, extract = specials.start, specials.delimiter, specials.classify
+        cut, width = self.max_text_length, self.seq_length
+
+        def sequences(first, second=None):
+            """int32 ragged [N, (pieces)] parts -> [N, S] `[start; a; (delim; b;) extract]`."""
+            n = first.nrows(out_type=tf.int32)
+
+            def const(value):
+                return tf.RaggedTensor.from_tensor(tf.fill([n, 1], tf.constant(value, tf.int32)))
+
+            pieces = [const(start), first[:, :cut]]
+            if second is not None:
+                pieces += [const(delim), second[:, :cut]]
+            pieces.append(const(extract))
+            return tf.concat(pieces, axis=1).to_tensor(0, shape=[None, width])
+
+        def tokens(texts):
+            return tf.cast(self.tokenizer.tokenize(texts), tf.int32)
+
+        if model.task == "classification":
+            @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+            def serve(text):
+                return outputs(sequences(tokens(ensure_input_shape(text, [None]))))
+        elif model.task in ("entailment", "similarity"):
+            @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text_a"),
+                                          tf.TensorSpec([None], tf.string, name="text_b")])
+            def serve(text_a, text_b):
+                a = tokens(ensure_input_shape(text_a, [None]))
+                b = tokens(ensure_input_shape(text_b, [None]))
+                if model.task == "entailment":
+                    return outputs(sequences(a, b))
+                return outputs(tf.stack([sequences(a, b), sequences(b, a)], axis=1))
+        else:
+            @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="context"),
+                                          tf.TensorSpec([None, None], tf.string, name="choices")])
+            def serve(context, choices):
+                context = ensure_input_shape(context, [None])
+                choices = ensure_input_shape(choices, [None, None])
+                batch, num = tf.shape(choices)[0], tf.shape(choices)[1]
+                repeated = tf.reshape(tf.tile(context[:, None], [1, num]), [-1])
+                flat = sequences(tokens(repeated), tokens(tf.reshape(choices, [-1])))
+                return outputs(tf.reshape(flat, [batch, num, width]))
+        self.serving_default = serve
+
+
+def export_gpt_classifier_savedmodel(model: keras.Model, export_dir: str, version: int = 1,
+                                     seq_length: int | None = None, label_list=None,
+                                     vocab_file: str | None = None, do_lower_case: bool = True,
+                                     max_text_length: int | None = None,
+                                     overwrite: bool = False) -> str:
+    """Exports a fine-tuned `GptClassifier` as `<export_dir>/<version>/` (TF Serving layout),
+    written atomically and checked servable first (op allowlist, dense outputs, no XLA).
+
+    Args: see `GptClassifierServingModule` (seq_length default: n_ctx). Returns the version
+    folder. Raises ExportError for an existing version without `overwrite`.
+    """
+    from bert_tf.export.savedmodel_io import save_versioned_savedmodel
+    from bert_tf.export.serving_compat import assert_servable
+    module = GptClassifierServingModule(model, seq_length or model.config.n_ctx, label_list,
+                                        vocab_file, do_lower_case, max_text_length)
+    signatures = {"serving_ids": module.serving_ids}
+    if module.serving_default is not None:
+        signatures["serving_default"] = module.serving_default
+    else:
+        signatures["serving_default"] = module.serving_ids
+    return save_versioned_savedmodel(module, export_dir, version, signatures=signatures,
+                                     overwrite=overwrite, check=assert_servable)
