@@ -2,6 +2,7 @@
 class probabilities from logits."""
 from __future__ import annotations
 
+import os
 from typing import Any, Mapping
 
 import numpy as np
@@ -17,6 +18,14 @@ def write_eval_results(path: str, results: Mapping[str, Any]) -> None:
     from bert_tf.io_utils import atomic_write_text
 
     atomic_write_text(path, format_eval_results(results))
+
+
+def write_train_results(output_dir: str, train: Mapping[str, Any]) -> None:
+    """`<output_dir>/train_results.txt`: the first and last training loss and the global step of
+    `bert_tf.training.finetuning.train_model`'s result."""
+    write_eval_results(os.path.join(output_dir, "train_results.txt"),
+                       {"first_loss": train["first_loss"], "loss": train["loss"],
+                        "global_step": train["global_step"]})
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
