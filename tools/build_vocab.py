@@ -3,9 +3,7 @@
   python tools/build_vocab.py --input_file=corpus/*.txt --output_file=vocab.txt \
       --vocab_size=30522 --do_lower_case=True
 
-Flags and the library call: `bert_tf.cli.build_vocab` (also the console script
-`bert-tf-build-vocab`); `--help` lists them, `--verbose` shows TensorFlow's start-up
-log and the traceback of an input error.
+The tool is `bert_tf.cli.build_vocab` (console script `bert-tf-build-vocab`); see docs/cli.md.
 """
 from bert_tf.cli.build_vocab import main
 

@@ -7,9 +7,7 @@
 
 `--mode=scalable --num_workers=8` writes resumable shards. See docs/pretraining_data.md.
 
-Flags and the library call: `bert_tf.cli.create_pretraining_data` (also the console script
-`bert-tf-create-pretraining-data`); `--help` lists them, `--verbose` shows TensorFlow's start-up
-log and the traceback of an input error.
+The tool is `bert_tf.cli.create_pretraining_data` (console script `bert-tf-create-pretraining-data`); see docs/cli.md.
 """
 from bert_tf.cli.create_pretraining_data import main
 

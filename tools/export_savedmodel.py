@@ -7,9 +7,7 @@
 
 See docs/serving.md.
 
-Flags and the library call: `bert_tf.cli.export_savedmodel` (also the console script
-`bert-tf-export-savedmodel`); `--help` lists them, `--verbose` shows TensorFlow's start-up
-log and the traceback of an input error.
+The tool is `bert_tf.cli.export_savedmodel` (console script `bert-tf-export-savedmodel`); see docs/cli.md.
 """
 from bert_tf.cli.export_savedmodel import main
 

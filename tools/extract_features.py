@@ -4,9 +4,7 @@
     --vocab_file=vocab.txt --bert_config_file=bert_config.json \
     --init_checkpoint=bert_model.ckpt --layers=-1,-2,-3,-4 --max_seq_length=128 --batch_size=8
 
-Flags and the library call: `bert_tf.cli.extract_features` (also the console script
-`bert-tf-extract-features`); `--help` lists them, `--verbose` shows TensorFlow's start-up
-log and the traceback of an input error.
+The tool is `bert_tf.cli.extract_features` (console script `bert-tf-extract-features`); see docs/cli.md.
 """
 from bert_tf.cli.extract_features import main
 

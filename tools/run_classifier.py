@@ -10,9 +10,7 @@ The paper's settings per task are flagfiles: `--flagfile=official_configs/tasks/
 (or `--config=...`). Writes checkpoints, eval_results.txt, test_results.tsv and the GLUE
 submission file <TASK>.tsv. See docs/classifier.md.
 
-Flags and the library call: `bert_tf.cli.run_classifier` (also the console script
-`bert-tf-run-classifier`); `--help` lists them, `--verbose` shows TensorFlow's start-up
-log and the traceback of an input error.
+The tool is `bert_tf.cli.run_classifier` (console script `bert-tf-run-classifier`); see docs/cli.md.
 """
 from bert_tf.cli.run_classifier import main
 

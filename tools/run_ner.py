@@ -7,9 +7,7 @@
 
 See docs/ner_swag.md.
 
-Flags and the library call: `bert_tf.cli.run_ner` (also the console script
-`bert-tf-run-ner`); `--help` lists them, `--verbose` shows TensorFlow's start-up
-log and the traceback of an input error.
+The tool is `bert_tf.cli.run_ner` (console script `bert-tf-run-ner`); see docs/cli.md.
 """
 from bert_tf.cli.run_ner import main
 

@@ -8,9 +8,7 @@
 
 A restart with the same --output_dir resumes exactly.
 
-Flags and the library call: `bert_tf.cli.run_pretraining` (also the console script
-`bert-tf-run-pretraining`); `--help` lists them, `--verbose` shows TensorFlow's start-up
-log and the traceback of an input error.
+The tool is `bert_tf.cli.run_pretraining` (console script `bert-tf-run-pretraining`); see docs/cli.md.
 """
 from bert_tf.cli.run_pretraining import main
 

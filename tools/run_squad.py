@@ -10,9 +10,7 @@
 Writes predictions.json, nbest_predictions.json, null_odds.json (--version_2_with_negative) and,
 when the predict file has answers, eval_results.json. See docs/squad.md.
 
-Flags and the library call: `bert_tf.cli.run_squad` (also the console script
-`bert-tf-run-squad`); `--help` lists them, `--verbose` shows TensorFlow's start-up
-log and the traceback of an input error.
+The tool is `bert_tf.cli.run_squad` (console script `bert-tf-run-squad`); see docs/cli.md.
 """
 from bert_tf.cli.run_squad import main
 

@@ -7,9 +7,7 @@
 
 See docs/ner_swag.md.
 
-Flags and the library call: `bert_tf.cli.run_swag` (also the console script
-`bert-tf-run-swag`); `--help` lists them, `--verbose` shows TensorFlow's start-up
-log and the traceback of an input error.
+The tool is `bert_tf.cli.run_swag` (console script `bert-tf-run-swag`); see docs/cli.md.
 """
 from bert_tf.cli.run_swag import main
 

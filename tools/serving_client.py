@@ -3,9 +3,7 @@
   python tools/serving_client.py --server=localhost:8501 --model_name=sentiment \
     --text="a great movie" --text="dull and long"
 
-Flags and the library call: `bert_tf.cli.serving_client` (also the console script
-`bert-tf-serving-client`); `--help` lists them, `--verbose` shows TensorFlow's start-up
-log and the traceback of an input error.
+The tool is `bert_tf.cli.serving_client` (console script `bert-tf-serving-client`); see docs/cli.md.
 """
 from bert_tf.cli.serving_client import main
 

@@ -4,9 +4,7 @@
     --flagfile=official_configs/tasks/mrpc.flags --data_dir=$GLUE_DIR/MRPC \
     --vocab_file=$BERT_DIR/vocab.txt --bert_config_file=$BERT_DIR/bert_config.json
 
-Flags and the library call: `bert_tf.cli.sweep_learning_rate` (also the console script
-`bert-tf-sweep-learning-rate`); `--help` lists them, `--verbose` shows TensorFlow's start-up
-log and the traceback of an input error.
+The tool is `bert_tf.cli.sweep_learning_rate` (console script `bert-tf-sweep-learning-rate`); see docs/cli.md.
 """
 from bert_tf.cli.sweep_learning_rate import main
 
