@@ -1,58 +1,124 @@
-"""The README's main job (tools/quickstart.py) end to end, with no ../shared and no download."""
+"""The README's main job (tools/quickstart.py) end to end, with no ../shared and no download:
+real processes, the real tool, dropout on.
+
+- `test_main_job_reduced`: the same code path at a reduced setting (few steps, one seed): the
+  pretraining losses fall (held-out MLM loss and accuracy, held-out GPT perplexity), every model
+  is fine-tuned and scored on the held-out topics, the export answers raw text through the C API
+  loader harness with Python's probabilities, the PNG and report exist; then the folder's
+  bookkeeping: a finished run is reused, an interrupted one resumed, other settings and folders
+  the quickstart did not write are refused untouched.
+- `test_main_job_default_pretraining_helps` (slow): the README's command as is; pre-training must
+  beat the same architecture trained from scratch on the held-out topics, over its seeds.
+"""
 import json
 import os
 import subprocess
 import sys
 
 import pytest
-import tensorflow as tf
 
-from bert_tf.modeling import BertConfig
-from bert_tf.quickstart import run_quickstart
-from bert_tf.tokenization import FullTokenizer
+from bert_tf.quickstart import topic_task
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOOL = os.path.join(ROOT, "tools", "quickstart.py")
 
 
-def test_main_job_as_the_readme_runs_it(tmp_path):
-    out = tmp_path / "qs"
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "quickstart.py"),
-                           f"--output_dir={out}"], capture_output=True, text=True, timeout=600)
+def _run(*args, timeout=1500):
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "0"}  # the tool itself must silence it
+    return subprocess.run([sys.executable, TOOL, *args], capture_output=True, text=True,
+                          timeout=timeout, env=env, cwd=ROOT)
+
+
+def _check_common(out, summary, proc):
     assert proc.returncode == 0, proc.stderr[-3000:]
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["corpus"]["documents"] > 50
-    config = BertConfig.from_json_file(out / "bert_config.json")
-    tokenizer = FullTokenizer(str(out / "vocab.txt"), do_lower_case=True)
-    assert config.vocab_size == len(tokenizer.vocab) == summary["vocab_size"]
-    for token in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"):
-        assert token in tokenizer.vocab
-    names = dict(tf.train.list_variables(str(out / "bert_model.ckpt")))
-    assert names["bert/embeddings/word_embeddings"] == [config.vocab_size, 128]
-    assert "cls/predictions/output_bias" in names
-    records = [json.loads(line) for line in (out / "features.jsonl").read_text().splitlines()]
-    assert len(records) == 3 and records[0]["features"][0]["token"] == "[CLS]"
-    assert len(records[0]["features"][0]["layers"][0]["values"]) == 128
-    # a pair input ("a ||| b") has two [SEP]s
-    assert [f["token"] for f in records[1]["features"]].count("[SEP]") == 2
-    # pretraining ran on the generated data and lowered the loss; its weights are the checkpoint
-    assert summary["pretraining_data"]["instances"] > 100
-    pre = summary["pretraining"]
-    assert pre["steps"] == 100 and pre["last_loss"] < pre["first_loss"]
-    assert pre["eval"]["masked_lm_accuracy"] > 0.01  # chance is 1/vocab_size
-    assert (out / "pretraining" / "eval_results.txt").exists()
-    reader = tf.train.load_checkpoint(str(out / "bert_model.ckpt"))
-    assert reader.get_tensor("bert/pooler/dense/bias").any()  # trained: biases start at zero
-    # the SavedModels were written, reloaded and agree with FullTokenizer on raw text
-    assert summary["export"]["ids_equal_full_tokenizer"]
-    assert summary["export"]["raw_text_pooled_output_shape"] == [1, 128]
-    assert (out / "export" / "preprocessor" / "1" / "saved_model.pb").exists()
-    assert (out / "export" / "encoder" / "1" / "saved_model.pb").exists()
+    # Output a person reads: stage lines and the table; no TF C++ start-up log, no absl INFO.
+    assert "[1/6] data" in proc.stdout and "[6/6] report" in proc.stdout
+    assert "held-out accuracy" in proc.stdout and "wall time" in proc.stdout
+    for noise in ("cpu_feature_guard", "oneDNN custom operations", "I0000", "INFO:"):
+        assert noise not in proc.stdout + proc.stderr, noise
+    bert, gpt = summary["bert_pretraining"], summary["gpt_pretraining"]
+    # Held-out topics, never trained on: the masked-LM and LM losses fall.
+    assert bert["after"]["masked_lm_loss"] < bert["before"]["masked_lm_loss"] - 0.5
+    assert bert["after"]["masked_lm_accuracy"] > bert["before"]["masked_lm_accuracy"] + 0.03
+    assert gpt["after"]["perplexity"] < 0.5 * gpt["before"]["perplexity"]
+    # The export answers raw text through TF Serving's loader with Python's probabilities.
+    export = summary["export"]
+    assert len(export["requests"]) == 3
+    assert export["max_abs_diff_vs_python"] < 1e-5
+    for r in export["requests"]:
+        assert r["label"] in topic_task.LABELS and abs(sum(r["probabilities"]) - 1) < 1e-3
+    assert (out / export["export_dir"] / "saved_model.pb").exists()
+    png = (out / "curves.png").read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 10_000
+    report = (out / "report.md").read_text()
+    for text in ("MLM accuracy", "perplexity", "from scratch", "docker run", "tools/run_study.py"):
+        assert text in report
+    assert json.loads((out / "summary.json").read_text()) == summary
 
-    # re-running over its own output is fine; a folder it did not write is refused untouched
-    run_quickstart(str(out), vocab_size=1000, pretrain_steps=4)
-    other = tmp_path / "mine"
-    other.mkdir()
-    (other / "notes.txt").write_text("keep me")
-    with pytest.raises(FileExistsError, match="not written by the quickstart"):
-        run_quickstart(str(other))
-    assert os.listdir(other) == ["notes.txt"]
+
+def test_topic_task_is_split_by_document_and_balanced():
+    split = topic_task.topic_split(seed=12345)
+    assert not set(split.train_topics) & set(split.held_out_topics)
+    train_texts = {t for t, _ in split.train}
+    assert not train_texts & {t for t, _ in split.held_out}
+    for examples in (split.train, split.held_out):
+        counts = [sum(1 for _, y in examples if y == k) for k in range(len(topic_task.LABELS))]
+        assert len(set(counts)) == 1 and counts[0] >= 40, counts
+    # The pretraining text of the training split holds no held-out paragraph.
+    train_text = " ".join(" ".join(p.split()) for d in split.train_documents for p in d)
+    assert all(t not in train_text for t, _ in split.held_out[:50])
+
+
+def test_main_job_reduced(tmp_path):
+    out = tmp_path / "qs"
+    args = [f"--output_dir={out}", "--steps=60", "--scale=0.5", "--seeds=1"]
+    proc = _run(*args)
+    summary = json.loads((out / "summary.json").read_text()) if proc.returncode == 0 else None
+    _check_common(out, summary, proc)
+    accuracy = summary["finetuning"]["accuracy"]
+    assert set(accuracy) == {"bert_pretrained", "gpt_pretrained", "bert_scratch"}
+    assert all(set(a["per_seed"]) == {"1"} for a in accuracy.values())
+
+    # A finished run is reused (nothing recomputed, nothing rewritten).
+    mtime = (out / "summary.json").stat().st_mtime_ns
+    again = _run(*args)
+    assert again.returncode == 0 and "finished run" in again.stdout
+    assert "[1/6]" not in again.stdout and (out / "summary.json").stat().st_mtime_ns == mtime
+    # An interrupted run (here: killed before its last stage) resumes at its first unfinished
+    # stage.
+    os.remove(out / ".quickstart" / "report.json")
+    os.remove(out / "summary.json")
+    resumed = _run(*args)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "interrupted run: resuming" in resumed.stdout
+    assert "[5/6] export" in resumed.stdout and "done in an earlier run" in resumed.stdout
+    assert json.loads((out / "summary.json").read_text())["finetuning"] == summary["finetuning"]
+    # Other settings over that folder: one line, nothing changed.
+    before = sorted(os.listdir(out))
+    other = _run(f"--output_dir={out}", "--steps=61", "--scale=0.5", "--seeds=1")
+    assert other.returncode == 1 and other.stderr.strip().startswith("error: --output_dir=")
+    assert "other settings (steps: 60 there, 61 now)" in other.stderr
+    assert sorted(os.listdir(out)) == before
+    # A folder the quickstart did not write is refused untouched.
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    refused = _run(f"--output_dir={mine}")
+    assert refused.returncode == 1 and "not written by the quickstart" in refused.stderr
+    assert os.listdir(mine) == ["notes.txt"]
+
+
+@pytest.mark.slow
+def test_main_job_default_pretraining_helps(tmp_path):
+    out = tmp_path / "qs"
+    proc = _run(f"--output_dir={out}", timeout=3600)
+    summary = json.loads((out / "summary.json").read_text()) if proc.returncode == 0 else None
+    _check_common(out, summary, proc)
+    accuracy = summary["finetuning"]["accuracy"]
+    chance = summary["finetuning"]["chance"]
+    pretrained, scratch = accuracy["bert_pretrained"], accuracy["bert_scratch"]
+    assert set(pretrained["per_seed"]) == {"1", "2"}
+    # Over the seeds: pretrained BERT beats the same architecture from random weights, and both
+    # pretrained models beat chance.
+    assert pretrained["mean"] > scratch["mean"] + 0.03, accuracy
+    assert pretrained["mean"] > chance + 0.1 and accuracy["gpt_pretrained"]["mean"] > chance + 0.05

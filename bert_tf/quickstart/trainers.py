@@ -1,0 +1,36 @@
+"""The quickstart's BERT pretraining trainer: the original `PretrainingTrainer` with a progress
+bar (with ETA) and, optionally, the masked-LM loss alone as the objective."""
+from __future__ import annotations
+
+import tensorflow as tf
+
+from bert_tf.progress import progress_bar
+from bert_tf.training.pretraining_loop import PretrainingTrainer, TrainerOptions
+
+
+class QuickstartBertTrainer(PretrainingTrainer):
+    """`PretrainingTrainer` + a `keras.utils.Progbar` over the steps; `mlm_only=True` minimises
+    the masked-LM loss alone (the next-sentence loss is still computed and logged)."""
+
+    def __init__(self, config, options: TrainerOptions, mlm_only: bool = False,
+                 title: str | None = None, strategy: tf.distribute.Strategy | None = None):
+        self.mlm_only = mlm_only
+        self._bar = None
+        self._title = title
+        super().__init__(config, options, strategy)
+
+    def replica_losses(self, outputs: dict, batch: dict,
+                       ctx: tf.distribute.ReplicaContext) -> dict[str, tf.Tensor]:
+        losses = super().replica_losses(outputs, batch, ctx)
+        if self.mlm_only:
+            losses = {**losses, "loss": losses["masked_lm_loss"]}
+        return losses
+
+    def _log_progress(self, last, n, elapsed, step, end, start_step, t_start, writer) -> None:
+        super()._log_progress(last, n, elapsed, step, end, start_step, t_start, writer)
+        if self._bar is None:
+            self._bar = progress_bar(end, "step", ["mlm_loss", "lr"])
+            if start_step:
+                self._bar.update(start_step)
+        self._bar.update(step, [("mlm_loss", last["masked_lm_loss"]),
+                                ("lr", last["learning_rate"])])
