@@ -199,3 +199,45 @@ def test_encoder_export_to_ram_and_back(original_fixtures):
                                encoder(inputs)["pooled_output"].numpy(), atol=1e-5)
     with pytest.raises(ExportError, match="already exists"):
         export_encoder_savedmodel(encoder, target)
+
+
+def test_pretraining_chain_in_ram(tmp_path, monkeypatch, original_fixtures, shared_data):
+    """Pretraining data generation -> run_pretraining -> run_classifier from the pretraining
+    checkpoint -> encoder export, every path under ram:// and nothing written locally."""
+    import tensorflow as tf
+
+    from bert_tf.pretraining_data import PretrainingDataOptions, create_pretraining_data
+    from bert_tf.tasks.classifier import ClassifierRunOptions, run_classifier
+    from bert_tf.tokenization import FullTokenizer
+    from bert_tf.training.pretraining_run import PretrainingRun, run_pretraining
+
+    monkeypatch.chdir(tmp_path)
+    root = _ram_root()
+    ckpt = original_fixtures / "checkpoint"
+    _copy_to(str(ckpt / "bert_config.json"), f"{root}/model/bert_config.json")
+    _copy_to(str(original_fixtures / "vocab_uncased.txt"), f"{root}/model/vocab.txt")
+    _copy_to(str(original_fixtures / "sample_text.txt"), f"{root}/corpus/sample_text.txt")
+    tokenizer = FullTokenizer(f"{root}/model/vocab.txt", do_lower_case=True)
+    create_pretraining_data(f"{root}/corpus/sample_text.txt", f"{root}/data/tf_examples.tfrecord",
+                            tokenizer, PretrainingDataOptions(dupe_factor=2), log_examples=0)
+    result = run_pretraining(PretrainingRun(
+        bert_config_file=f"{root}/model/bert_config.json",
+        input_file=f"{root}/data/tf_examples.tfrecord", output_dir=f"{root}/pretraining_output",
+        do_train=True, do_eval=True, train_batch_size=8, eval_batch_size=8, num_train_steps=3,
+        num_warmup_steps=1, save_checkpoints_steps=3, iterations_per_loop=3, max_eval_steps=2,
+        export_dir=f"{root}/export/encoder", plot_curves=False))
+    assert result
+    pretraining_out = tf.io.gfile.listdir(f"{root}/pretraining_output")
+    assert "eval_results.txt" in pretraining_out, pretraining_out
+    final = tf.train.latest_checkpoint(f"{root}/pretraining_output")
+    assert final is not None
+    _write(f"{root}/glue/MRPC/train.tsv", _mrpc_rows(shared_data, "train.tsv", MRPC_TRAIN_ROWS))
+    _write(f"{root}/glue/MRPC/dev.tsv", _mrpc_rows(shared_data, "dev.tsv", MRPC_DEV_ROWS))
+    run = run_classifier(ClassifierRunOptions(
+        task_name="MRPC", data_dir=f"{root}/glue/MRPC",
+        bert_config_file=f"{root}/model/bert_config.json", vocab_file=f"{root}/model/vocab.txt",
+        init_checkpoint=final, output_dir=f"{root}/mrpc_output", do_train=True, do_eval=True,
+        max_seq_length=32, train_batch_size=8, eval_batch_size=8, num_train_epochs=1.0))
+    assert run["eval"]["dev"]["global_step"] == 2
+    assert io_utils.exists(f"{root}/export/encoder/saved_model.pb")
+    assert os.listdir(tmp_path) == [], "something was written to a local folder"
