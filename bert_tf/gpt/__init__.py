@@ -50,6 +50,20 @@ _LAZY = {
     "entailment_inputs": "bert_tf.gpt.input_transforms",
     "similarity_inputs": "bert_tf.gpt.input_transforms",
     "multiple_choice_inputs": "bert_tf.gpt.input_transforms",
+    # LM pretraining with the BERT pretraining loop (pretraining.py).
+    "GptTrainerOptions": "bert_tf.gpt.pretraining",
+    "GptPretrainingTrainer": "bert_tf.gpt.pretraining",
+    "GptPretrainingRun": "bert_tf.gpt.pretraining",
+    "run_gpt_pretraining": "bert_tf.gpt.pretraining",
+    "load_gpt_weights": "bert_tf.gpt.pretraining",
+    # Fine-tuning through the shared task readers, metrics and loop (finetuning.py).
+    "GptClassifierRunOptions": "bert_tf.gpt.finetuning",
+    "GptTaskDataError": "bert_tf.gpt.finetuning",
+    "run_gpt_classifier": "bert_tf.gpt.finetuning",
+    "read_rocstories": "bert_tf.gpt.finetuning",
+    # Serving exports (export.py).
+    "export_gpt_lm_savedmodel": "bert_tf.gpt.export",
+    "export_gpt_classifier_savedmodel": "bert_tf.gpt.export",
 }
 
 __all__ = [*_LAZY]
