@@ -141,6 +141,34 @@ def glue_examples(task: str, which: str, tfds_data_dir: str) -> list[glue.InputE
     return examples
 
 
+def squad_data(split: str, tfds_data_dir: str, name: str = "squad/v1.1") -> list[dict]:
+    """A prepared TFDS SQuAD split ("train", "validation") as the `data` list of a SQuAD json
+    file (articles -> paragraphs -> qas), which bert_tf's SQuAD reader and the official metrics
+    read. TFDS keeps no file order: articles are in title order, paragraphs in order of first
+    appearance by question id, questions by id (the metrics do not depend on the order)."""
+    _, dataset = load_prepared(name, split, tfds_data_dir)
+    rows = sorted(_tfds().as_numpy(dataset), key=lambda r: _text(r["id"]))
+    articles: dict[str, dict[str, list]] = {}
+    for r in rows:
+        qa = {"id": _text(r["id"]), "question": _text(r["question"]),
+              "answers": [{"text": _text(t), "answer_start": int(a)} for t, a in
+                          zip(r["answers"]["text"], r["answers"]["answer_start"])]}
+        if "is_impossible" in r:
+            qa["is_impossible"] = bool(r["is_impossible"])
+        articles.setdefault(_text(r["title"]), {}).setdefault(_text(r["context"]), []).append(qa)
+    return [{"title": title, "paragraphs": [{"context": c, "qas": qas}
+                                             for c, qas in paragraphs.items()]}
+            for title, paragraphs in sorted(articles.items())]
+
+
+def write_squad_json(data: list[dict], path: str, version: str = "1.1") -> str:
+    """Writes `{"version", "data"}` as a SQuAD json file (atomically, any file system)."""
+    import json
+
+    io_utils.atomic_write_text(path, json.dumps({"version": version, "data": data}))
+    return path
+
+
 def conll_sentences(split: str, tfds_data_dir: str, name: str = "conll2003") -> list:
     """`NerSentence`s (words and NER tags) of a prepared TFDS `conll2003` split ("train", "dev",
     "test"). TFDS stores the records shuffled and without their file position, so the order (and
@@ -359,4 +387,5 @@ def prepare(name: str, tfds_data_dir: str, manual_dir: str) -> str:
 
 
 __all__ = ["TfdsSourceError", "GLUE_TFDS", "TfdsTaskSource", "dataset_name", "split_for",
-           "load_prepared", "glue_examples", "conll_sentences", "prepare"]
+           "load_prepared", "glue_examples", "squad_data", "write_squad_json",
+           "conll_sentences", "prepare"]

@@ -139,3 +139,28 @@ def test_other_builders_prepare_offline(tmp_path, shared_data):
     want_docs = ["\n".join(l.strip() for l in d.split("\n") if l.strip())
                  for d in raw.split("\n\n") if d.strip()]
     assert docs == want_docs
+
+
+def test_squad_from_tfds_scores_as_the_json(tmp_path, shared_data):
+    """SQuAD v1.1 dev prepared by TFDS's squad builder from the json, turned back into SQuAD
+    json: the same questions for bert_tf's reader, and the official metrics give the golden
+    scores of a real leaderboard prediction file (86.206 / 92.196, data README)."""
+    from bert_tf.evaluation import squad as squad_eval
+    from bert_tf.tasks.squad.reading import examples_from_squad_data, read_squad_examples
+
+    squad_dir = tmp_path / "squad"
+    squad_dir.mkdir()
+    (squad_dir / "dev-v1.1.json").write_bytes((shared_data / "squad" / "dev-v1.1.json").read_bytes())
+    tfds_dir = str(tmp_path / "tfds")
+    tfds_sources.prepare("squad/v1.1", tfds_dir, str(squad_dir))
+    data = tfds_sources.squad_data("validation", tfds_dir)
+    rebuilt = tfds_sources.write_squad_json(data, str(tmp_path / "dev_from_tfds.json"))
+
+    def key(e):
+        return (e.qas_id, e.question_text, tuple(e.doc_tokens))
+
+    assert (sorted(map(key, examples_from_squad_data(data, is_training=False)))
+            == sorted(map(key, read_squad_examples(squad_dir / "dev-v1.1.json", False))))
+    predictions = shared_data / "squad" / "reference_predictions" / "v1.1" / "bert_ensemble_google.json"
+    scores = squad_eval.evaluate_files(rebuilt, str(predictions))
+    assert round(scores["exact_match"], 3) == 86.206 and round(scores["f1"], 3) == 92.196
