@@ -476,7 +476,8 @@ def _plot_curves(output_dir: str) -> str | None:
 def predict_arrays(model: keras.Model, arrays: Mapping[str, np.ndarray], batch_size: int,
                    output_keys: Sequence[str],
                    input_keys: Sequence[str] = ENCODER_INPUT_KEYS,
-                   progress: bool = True) -> dict[str, np.ndarray]:
+                   progress: bool = True,
+                   length_bucketing: bool = True) -> dict[str, np.ndarray]:
     """Runs the model (training=False) on every example, in order; the last partial batch is kept.
 
     Args:
@@ -486,6 +487,11 @@ def predict_arrays(model: keras.Model, arrays: Mapping[str, np.ndarray], batch_s
       output_keys: which model outputs to return.
       input_keys: which arrays are model inputs.
       progress: show a Keras progress bar (examples done of N, with ETA) on stdout.
+      length_bucketing: with an `input_mask` among the inputs, run length-sorted batches cut to
+        their longest example rounded up to a multiple of 32, rows returned in the original
+        order (`bert_tf.tasks.length_batching.predict_length_bucketed`): the same outputs up to
+        float rounding; per-position outputs past a batch's length are -10000. False: every
+        batch at the arrays' full length.
 
     Returns:
       output key -> NumPy array [N, ...] (the model's output rows concatenated).
@@ -495,6 +501,11 @@ def predict_arrays(model: keras.Model, arrays: Mapping[str, np.ndarray], batch_s
     input_keys = tuple(input_keys)
     output_keys = tuple(output_keys)
     _check_arrays({k: arrays[k] for k in input_keys if k in arrays} or arrays, input_keys)
+    if length_bucketing and "input_mask" in input_keys:
+        from bert_tf.tasks.length_batching import predict_length_bucketed
+
+        return predict_length_bucketed(model, arrays, batch_size, output_keys, input_keys,
+                                       progress=progress)
 
     @tf.function
     def predict_step(batch):
