@@ -67,7 +67,8 @@ def test_trim_padding():
 def _padded_predictions(model, arrays, batch_size, keys):
     from bert_tf.training.finetuning import predict_arrays
 
-    return predict_arrays(model, arrays, batch_size, keys, progress=False)
+    return predict_arrays(model, arrays, batch_size, keys, progress=False,
+                          length_bucketing=False)
 
 
 @pytest.fixture(scope="module")
@@ -108,6 +109,10 @@ def test_mrpc_dev_bucketed_equals_padded(minilm, shared_data):
     padded = _padded_predictions(model, arrays, 32, ["logits"])["logits"]
     bucketed = predict_length_bucketed(model, arrays, 32, ["logits"], progress=False)["logits"]
     assert bucketed.shape == padded.shape == (408, 2)
+    # predict_arrays' default (length_bucketing=True) is this path.
+    from bert_tf.training.finetuning import predict_arrays
+    np.testing.assert_array_equal(
+        predict_arrays(model, arrays, 32, ["logits"], progress=False)["logits"], bucketed)
     np.testing.assert_allclose(bucketed, padded, rtol=0, atol=LOGIT_TOLERANCE)
     assert (bucketed.argmax(-1) == padded.argmax(-1)).all()
     labels = arrays["label_ids"]
