@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from typing import Sequence
 
 from bert_tf.export.savedmodel_io import ExportError, check_target_dir, check_version
@@ -105,6 +106,7 @@ def validate_options(opts: ExportOptions) -> None:
 
 def build_export_module(opts: ExportOptions):
     """The tf.Module to save and its signatures: (module, {name: concrete function})."""
+    from bert_tf.checkpoints.original import CheckpointError
     from bert_tf.export.encoder import encoder_savedmodel_root
     from bert_tf.export.preprocessor import BertPreprocessor, HubPreprocessorExport
     from bert_tf.export.task_models import task_export_module
@@ -126,11 +128,21 @@ def build_export_module(opts: ExportOptions):
         "multiple_choice": lambda c: BertMultipleChoice(c, num_choices=opts.num_choices),
     }
     heads = "if_present" if opts.allow_untrained_head else "required"
-    _, _, model = load_bert(opts.bert_config_file,
-                            vocab_file=None if t == "encoder" else opts.vocab_file,
-                            init_checkpoint=opts.init_checkpoint or None,
-                            do_lower_case=opts.do_lower_case, model_factory=factories[t],
-                            heads=heads)
+    try:
+        _, _, model = load_bert(opts.bert_config_file,
+                                vocab_file=None if t == "encoder" else opts.vocab_file,
+                                init_checkpoint=opts.init_checkpoint or None,
+                                do_lower_case=opts.do_lower_case, model_factory=factories[t],
+                                heads=heads)
+    except CheckpointError as e:
+        missing = re.search(r"has no variable '([^']+)'", str(e))
+        if t == "encoder" or missing is None or missing.group(1).startswith("bert/"):
+            raise
+        raise ExportError(
+            f"--init_checkpoint={opts.init_checkpoint} has no {t} head (no variable "
+            f"'{missing.group(1)}'); expected the fine-tuned checkpoint of a {t} run "
+            "(model.ckpt-N in its --output_dir), or pass --allow_untrained_head to export an "
+            "untrained head") from None
     if t == "encoder":
         root = encoder_savedmodel_root(model, opts.vocab_file or None, opts.do_lower_case)
         return root, {"serving_default": root.serving_default}

@@ -56,6 +56,19 @@ class TrainerOptions:
     # float rounding, +6% steps/s at L=4 on CPU). False = TensorFlow's op-by-op GELU.
     xla_gelu: bool = True
 
+    def __post_init__(self) -> None:
+        """Checks the numbers before any work; errors name the flag (UserInputError)."""
+        minimum = {"train_batch_size": 1, "eval_batch_size": 1, "num_train_steps": 0,
+                   "num_warmup_steps": 0, "save_checkpoints_steps": 1, "iterations_per_loop": 1,
+                   "max_eval_steps": 1, "keep_checkpoint_max": 1}
+        for name, low in minimum.items():
+            value = getattr(self, name)
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < low:
+                raise UserInputError(f"--{name}={value!r}: expected an integer >= {low}")
+        if not (isinstance(self.learning_rate, (int, float)) and
+                math.isfinite(self.learning_rate) and self.learning_rate > 0):
+            raise UserInputError(f"--learning_rate={self.learning_rate!r}: expected a number > 0")
+
 
 def _local_loss_parts(outputs: dict, batch: dict) -> dict[str, tf.Tensor]:
     """Per-replica sums from which the original's global-batch losses and metrics are formed."""
