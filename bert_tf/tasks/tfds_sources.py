@@ -169,6 +169,23 @@ def write_squad_json(data: list[dict], path: str, version: str = "1.1") -> str:
     return path
 
 
+def squad_files_from_tfds(opts):
+    """run_squad's `--tfds_data_dir`: the options with `train_file` / `predict_file` (those not
+    given) set to SQuAD json files written into `output_dir` from the prepared TFDS dataset
+    (`squad/v2.0` with `version_2_with_negative`, else `squad/v1.1`)."""
+    import dataclasses
+
+    name = "squad/v2.0" if opts.version_2_with_negative else "squad/v1.1"
+    changes = {}
+    for flag, split, wanted in (("train_file", "train", opts.do_train),
+                                ("predict_file", "validation", opts.do_predict)):
+        if wanted and not getattr(opts, flag):
+            path = io_utils.join(opts.output_dir, f"tfds_{name.replace('/', '_')}_{split}.json")
+            changes[flag] = write_squad_json(squad_data(split, opts.tfds_data_dir, name), path,
+                                             "v2.0" if opts.version_2_with_negative else "1.1")
+    return dataclasses.replace(opts, **changes)
+
+
 def conll_sentences(split: str, tfds_data_dir: str, name: str = "conll2003") -> list:
     """`NerSentence`s (words and NER tags) of a prepared TFDS `conll2003` split ("train", "dev",
     "test"). TFDS stores the records shuffled and without their file position, so the order (and
@@ -388,4 +405,5 @@ def prepare(name: str, tfds_data_dir: str, manual_dir: str) -> str:
 
 __all__ = ["TfdsSourceError", "GLUE_TFDS", "TfdsTaskSource", "dataset_name", "split_for",
            "load_prepared", "glue_examples", "squad_data", "write_squad_json",
+           "squad_files_from_tfds",
            "conll_sentences", "prepare"]

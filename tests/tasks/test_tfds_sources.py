@@ -164,3 +164,30 @@ def test_squad_from_tfds_scores_as_the_json(tmp_path, shared_data):
     predictions = shared_data / "squad" / "reference_predictions" / "v1.1" / "bert_ensemble_google.json"
     scores = squad_eval.evaluate_files(rebuilt, str(predictions))
     assert round(scores["exact_match"], 3) == 86.206 and round(scores["f1"], 3) == 92.196
+
+
+def test_run_squad_on_tfds_predicts_as_on_json(tmp_path, shared_data, original_fixtures):
+    """run_squad --do_predict with --tfds_data_dir (squad/v1.1 prepared from a dev subset) writes
+    the same predictions as with --predict_file on that json."""
+    from bert_tf.tasks.squad.run import SquadRunOptions, run_squad
+
+    data = json.loads((shared_data / "squad" / "dev-v1.1.json").read_text(encoding="utf-8"))
+    article = dict(data["data"][0], paragraphs=data["data"][0]["paragraphs"][:2])
+    squad_dir = tmp_path / "squad"
+    squad_dir.mkdir()
+    (squad_dir / "dev-v1.1.json").write_text(json.dumps({"version": "1.1", "data": [article]}),
+                                             encoding="utf-8")
+    tfds_dir = str(tmp_path / "tfds")
+    tfds_sources.prepare("squad/v1.1", tfds_dir, str(squad_dir))
+    ckpt = original_fixtures / "checkpoint"
+    predictions = {}
+    for source, kwargs in (("json", {"predict_file": str(squad_dir / "dev-v1.1.json")}),
+                           ("tfds", {"tfds_data_dir": tfds_dir})):
+        out = tmp_path / f"out_{source}"
+        run_squad(SquadRunOptions(
+            bert_config_file=str(ckpt / "bert_config.json"),
+            vocab_file=str(original_fixtures / "vocab_uncased.txt"),
+            init_checkpoint=str(ckpt / "bert_model.ckpt"), output_dir=str(out), do_predict=True,
+            max_seq_length=128, doc_stride=64, predict_batch_size=8, **kwargs))
+        predictions[source] = json.loads((out / "predictions.json").read_text(encoding="utf-8"))
+    assert predictions["tfds"] == predictions["json"] and len(predictions["json"]) > 5
