@@ -34,6 +34,11 @@ class SquadRunOptions(FinetuningRunOptions):
     train_file: str | None = option(None, "SQuAD json for training. E.g., train-v1.1.json")
     predict_file: str | None = option(None, "SQuAD json for predictions. E.g., dev-v1.1.json "
                                       "or test-v1.1.json")
+    tfds_data_dir: str | None = option(
+        None, "Read SQuAD from a prepared tensorflow-datasets dataset in this folder (squad/v1.1,"
+        " or squad/v2.0 with --version_2_with_negative): its train split for --do_train and "
+        "validation split for --do_predict where --train_file/--predict_file are not given "
+        "(written as SQuAD json into --output_dir); never downloads.")
     max_seq_length: int = option(384, "The maximum total input sequence length after WordPiece "
                                  "tokenization. Sequences longer than this will be truncated, "
                                  "and sequences shorter than this will be padded.")
@@ -176,6 +181,10 @@ def run_squad(opts: SquadRunOptions) -> dict:
     from bert_tf.io_utils import atomic_write_text
     from bert_tf.tokenization import validate_case_matches_checkpoint
 
+    if getattr(opts, "tfds_data_dir", None):
+        from bert_tf.tasks.tfds_sources import squad_files_from_tfds
+
+        opts = squad_files_from_tfds(opts)
     # Flag and data errors are reported before TensorFlow is imported.
     validate_options(opts)
     validate_case_matches_checkpoint(opts.do_lower_case, opts.init_checkpoint)
