@@ -495,12 +495,18 @@ def convert_examples_to_features(examples: Sequence[InputExample], label_list: l
                                  log_examples: int = 5) -> list[InputFeatures]:
     """Converts every example (in order); logs the first `log_examples` and how many were
     truncated to `max_seq_length`."""
+    from bert_tf.progress import progress_bar
+
     features = []
+    # WordPiece on a large split takes minutes: a progress bar (with ETA) from 1,000 examples
+    bar = progress_bar(len(examples), "example", enabled=len(examples) >= 1000)
     for i, example in enumerate(examples):
         if i % 10000 == 0 and i:
             logging.info("Writing example %d of %d", i, len(examples))
         features.append(convert_single_example(i, example, label_list, max_seq_length,
                                                 tokenizer, log=i < log_examples))
+        if bar is not None and ((i + 1) % 100 == 0 or i + 1 == len(examples)):
+            bar.update(i + 1)
     truncated = sum(f.truncated for f in features)
     if truncated:
         logging.info("%s: %d of %d examples (%.1f%%) were longer than max_seq_length=%d "

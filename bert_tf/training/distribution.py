@@ -132,7 +132,7 @@ def resolve_strategy(distribution: Any = None) -> tf.distribute.Strategy:
         return create_strategy(distribution)
     get = lambda name: getattr(distribution, name, None)  # noqa: E731
     name = "tpu" if get("use_tpu") else get("distribution_strategy")
-    if not name:
+    if not name or name == "one_device":  # TF's default strategy: one device, GPU if any
         return tf.distribute.get_strategy()
     return create_strategy(name, tpu_name=get("tpu_name"), tpu_zone=get("tpu_zone"),
                            gcp_project=get("gcp_project"), master=get("master"))

@@ -31,7 +31,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import sys
 import time
 from typing import Any, Callable, Mapping, Sequence
 
@@ -45,6 +44,7 @@ from bert_tf.checkpoints import (CheckpointError, assign_from_checkpoint, checkp
                                  is_encoder_savedmodel, latest_checkpoint,
                                  load_encoder_savedmodel, load_original_checkpoint,
                                  remove_stale_temp_files, write_step_checkpoint)
+from bert_tf.progress import progress_bar
 from bert_tf.training.distribution import (check_global_batch, check_model_in_scope,
                                            check_tpu_paths, is_chief, is_tpu_strategy,
                                            resolve_strategy)
@@ -314,13 +314,9 @@ def _train_dataset_fn(arrays: Mapping[str, np.ndarray], options: FinetuneOptions
     return dataset_fn
 
 
-def _progress_bar(target: int, start: int, enabled: bool) -> keras.utils.Progbar | None:
-    if not enabled:
-        return None
-    interactive = hasattr(sys.stdout, "isatty") and sys.stdout.isatty()
-    bar = keras.utils.Progbar(target, stateful_metrics=["loss", "lr"],
-                              interval=0.1 if interactive else 30.0, unit_name="step")
-    if start:
+def _progress_bar(target: int, start: int, enabled: bool):
+    bar = progress_bar(target, "step", ["loss", "lr"], enabled)
+    if bar is not None and start:
         bar.update(start)
     return bar
 
@@ -517,9 +513,7 @@ def predict_arrays(model: keras.Model, arrays: Mapping[str, np.ndarray], batch_s
 
     inputs = {k: np.asarray(arrays[k]) for k in input_keys}
     num_examples = len(next(iter(inputs.values())))
-    interactive = hasattr(sys.stdout, "isatty") and sys.stdout.isatty()
-    bar = (keras.utils.Progbar(num_examples, interval=0.1 if interactive else 30.0,
-                               unit_name="example") if progress and num_examples else None)
+    bar = progress_bar(num_examples, "example", enabled=progress and num_examples > 0)
     parts: dict[str, list[np.ndarray]] = {k: [] for k in output_keys}
     for start in range(0, num_examples, batch_size):
         batch = {k: v[start:start + batch_size] for k, v in inputs.items()}
