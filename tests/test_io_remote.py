@@ -241,3 +241,20 @@ def test_pretraining_chain_in_ram(tmp_path, monkeypatch, original_fixtures, shar
     assert run["eval"]["dev"]["global_step"] == 2
     assert io_utils.exists(f"{root}/export/encoder/saved_model.pb")
     assert os.listdir(tmp_path) == [], "something was written to a local folder"
+
+
+def test_tpu_run_with_local_output_dir_is_an_early_error(tmp_path, original_fixtures,
+                                                          shared_data):
+    """As the original: with --use_tpu the output must be on Cloud Storage; a local path is one
+    line naming --output_dir, before the TPU is resolved or anything is written."""
+    from bert_tf.tasks.classifier import ClassifierRunOptions, run_classifier
+
+    ckpt = original_fixtures / "checkpoint"
+    out = tmp_path / "mrpc_output"
+    with pytest.raises(UserInputError, match=r"--output_dir=.*mrpc_output is not a gs:// path"):
+        run_classifier(ClassifierRunOptions(
+            task_name="MRPC", data_dir=str(shared_data / "glue" / "MRPC"),
+            bert_config_file=str(ckpt / "bert_config.json"),
+            vocab_file=str(original_fixtures / "vocab_uncased.txt"), output_dir=str(out),
+            do_train=True, use_tpu=True, tpu_name="some-tpu"))
+    assert not out.exists()
