@@ -17,12 +17,14 @@ Both frameworks get the same ids from bert_tf's features (FullTokenizer + the or
 Variants, each measured in its own fresh process (order alternated between passes), with
 `--threads` intra-op threads (0 = all cores; TF intra-op / torch.set_num_threads) and one
 inter-op thread:
-  * bert_tf_padded: as `train_model` / `predict_arrays` run today: every batch at
-    max_seq_length (train step = `finetuning.make_train_step` in one tf.function, the original's
-    AdamWeightDecay with warm-up, clipping at 1.0);
+  * bert_tf_padded: every batch at max_seq_length, as `train_model` trains today and
+    `predict_arrays(length_bucketing=False)` predicts (train step =
+    `finetuning.make_train_step` in one tf.function, the original's AdamWeightDecay with
+    warm-up, clipping at 1.0);
   * bert_tf_length: the same step on batches cut to their longest example rounded up to a
-    multiple of 32 (`length_batching.trim_padding`, one tf.function with a dynamic sequence
-    axis); prediction with `length_batching.predict_length_bucketed` (length-sorted batches);
+    multiple of 32 (what `length_batching.trim_padding` does; one tf.function with a dynamic
+    sequence axis); prediction with `predict_arrays`' default (length-sorted batches,
+    `length_batching.predict_length_bucketed`);
   * hf_torch: transformers' models in train mode, torch AdamW (weight decay 0.01) with linear
     warm-up/decay, `clip_grad_norm_(1.0)`; every batch padded to its longest example, as
     `DataCollatorWithPadding` does; prediction under `torch.inference_mode()` in example order.
@@ -147,7 +149,6 @@ def _run_bert_tf(spec: dict, arrays: dict) -> dict:
     from bert_tf.modeling import BertClassifier, BertTokenClassifier
     from bert_tf.pretrained import load_bert
     from bert_tf.tasks.classifier import classification_loss
-    from bert_tf.tasks.length_batching import predict_length_bucketed
     from bert_tf.tasks.ner.scoring import ner_loss_fn
     from bert_tf.training.finetuning import make_train_step, predict_arrays
     from bert_tf.training.optimization import create_optimizer
@@ -189,11 +190,8 @@ def _run_bert_tf(spec: dict, arrays: dict) -> dict:
     if n > 0:
         inputs = {k: arrays[k][:n] for k in ("input_word_ids", "input_mask", "input_type_ids")}
         start = time.perf_counter()
-        if length:
-            predict_length_bucketed(model, inputs, spec["predict_batch_size"], ["logits"],
-                                    progress=False)
-        else:
-            predict_arrays(model, inputs, spec["predict_batch_size"], ["logits"], progress=False)
+        predict_arrays(model, inputs, spec["predict_batch_size"], ["logits"], progress=False,
+                       length_bucketing=length)
         result["predict_examples_per_s"] = len(inputs["input_mask"]) / (
             time.perf_counter() - start)
     return result
