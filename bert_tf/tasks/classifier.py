@@ -162,6 +162,29 @@ def per_example_losses(logits, label_ids, regression: bool):
     return -log_probs[np.arange(len(label_ids)), label_ids.astype(np.int64)]
 
 
+def original_eval_metrics(per_example_loss, eval_batch_size: int, correct=None) -> dict:
+    """The keys the original's Estimator writes to eval_results.txt (besides `global_step`).
+
+    Args:
+      per_example_loss: float [N], in prediction order.
+      eval_batch_size: the batches the Estimator evaluated (the last one may be partial).
+      correct: bool [N] for classification tasks (None for regression, which has no accuracy).
+
+    Returns:
+      {"eval_loss": mean over the examples, "loss": mean over the batches of each batch's mean
+       (the Estimator's average of the model's loss), "eval_accuracy" (classification only)}.
+    """
+    import numpy as np
+
+    losses = np.asarray(per_example_loss, np.float64)
+    batches = [losses[i:i + eval_batch_size].mean()
+               for i in range(0, len(losses), eval_batch_size)]
+    metrics = {"eval_loss": float(losses.mean()), "loss": float(np.mean(batches))}
+    if correct is not None:
+        metrics["eval_accuracy"] = float(np.mean(correct))
+    return metrics
+
+
 def _suffix(split_name: str) -> str:
     """File-name suffix of a split: "" for the main dev/test set, "_mismatched" (MNLI),
     "_diagnostic" (GLUE AX)."""
@@ -276,34 +299,33 @@ def run_classifier(opts: ClassifierRunOptions) -> dict:
     from bert_tf.evaluation.glue_metrics import glue_metrics
     from bert_tf.modeling import BertClassifier, BertConfig
     from bert_tf.pretrained import load_bert
-    from bert_tf.training.finetuning import (FinetuneOptions, init_model, latest_checkpoint,
+    from bert_tf.training.finetuning import (init_model, latest_checkpoint,
                                              num_train_and_warmup_steps, predict_arrays,
                                              restore_for_prediction, train_model)
+    from bert_tf.training.distribution import resolve_strategy
 
     validate_options(opts, BertConfig.from_json_file(opts.bert_config_file))
     if opts.do_train:
         num_train_steps, num_warmup_steps = num_train_and_warmup_steps(
             len(train_examples), opts.train_batch_size, opts.num_train_epochs,
             opts.warmup_proportion)
-    if _wants_tpu(opts):
-        # The TPU is resolved before anything is written, as the original's TPU RunConfig.
-        from bert_tf.training.distribution import resolve_strategy
-
-        resolve_strategy(opts)
+    # The strategy (a TPU is resolved) before anything is written, as the original's RunConfig.
+    strategy = resolve_strategy(opts)
     io_utils.makedirs(opts.output_dir)
     keras.utils.set_random_seed(opts.seed)  # the new classifier weights and dropout
     regression = processor.is_regression
-    _, tokenizer, model = load_bert(
-        opts.bert_config_file, opts.vocab_file, None, opts.do_lower_case,
-        model_factory=lambda c: BertClassifier(c, num_labels=processor.num_labels))
-    init_model(model, opts.init_checkpoint)
+    with strategy.scope():
+        _, tokenizer, model = load_bert(
+            opts.bert_config_file, opts.vocab_file, None, opts.do_lower_case,
+            model_factory=lambda c: BertClassifier(c, num_labels=processor.num_labels))
+        init_model(model, opts.init_checkpoint)
     result: dict = {"task": task, "train": None, "eval": None, "predict": None,
                     "metric_key": processor.metric_key}
 
     if opts.do_train:
         if latest_checkpoint(opts.output_dir):
-            logging.warning("%s already holds checkpoints; training starts from "
-                            "--init_checkpoint and overwrites them", opts.output_dir)
+            logging.info("%s holds a checkpoint: training resumes from it (--init_checkpoint "
+                         "only seeds a fresh run)", opts.output_dir)
         features = glue.convert_examples_to_features(train_examples, label_list,
                                                      opts.max_seq_length, tokenizer, "train")
         arrays = glue.features_to_arrays(features, regression)
@@ -311,18 +333,13 @@ def run_classifier(opts: ClassifierRunOptions) -> dict:
         logging.info("  Num examples = %d", len(train_examples))
         logging.info("  Batch size = %d", opts.train_batch_size)
         logging.info("  Num steps = %d", num_train_steps)
-        options = FinetuneOptions(
-            output_dir=opts.output_dir, learning_rate=opts.learning_rate,
-            num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
-            train_batch_size=opts.train_batch_size,
-            save_checkpoints_steps=opts.save_checkpoints_steps,
-            keep_checkpoint_max=opts.keep_checkpoint_max, seed=opts.seed)
+        options = opts.finetune_options(num_train_steps, num_warmup_steps)
         loss = regression_loss if regression else classification_loss
 
         def loss_fn(outputs, batch):
             return loss(outputs["logits"], batch["label_ids"])
 
-        result["train"] = train_model(model, arrays, loss_fn, options)
+        result["train"] = train_model(model, arrays, loss_fn, options, strategy=strategy)
         global_step = result["train"]["global_step"]
     else:
         global_step = restore_for_prediction(model, opts.output_dir, opts.init_checkpoint) or 0
@@ -341,7 +358,9 @@ def run_classifier(opts: ClassifierRunOptions) -> dict:
             labels = arrays["label_ids"]
             predictions = logits[:, 0] if regression else logits.argmax(axis=-1)
             metrics = {k: float(v) for k, v in glue_metrics(task, predictions, labels).items()}
-            metrics["eval_loss"] = float(per_example_losses(logits, labels, regression).mean())
+            metrics.update(original_eval_metrics(
+                per_example_losses(logits, labels, regression), opts.eval_batch_size,
+                None if regression else predictions == labels))
             metrics["global_step"] = int(global_step)
             path = os.path.join(opts.output_dir, f"eval_results{_suffix(split.name)}.txt")
             write_eval_results(path, metrics)

@@ -35,7 +35,7 @@ from bert_tf import io_utils
 from bert_tf.errors import UserInputError
 from bert_tf.options import option
 from bert_tf.tasks.packing import pack_tokens
-from bert_tf.tasks.results import softmax, write_eval_results
+from bert_tf.tasks.results import softmax, write_eval_results, write_train_results
 from bert_tf.tasks.run_options import EvaluatingRunOptions
 from bert_tf.tasks.run_checks import (check_common_options, check_modes_and_files,
                                       files_from_data_dir)
@@ -302,6 +302,7 @@ def run_swag(opts: SwagRunOptions) -> dict:
     from bert_tf.modeling import BertConfig, BertMultipleChoice
     from bert_tf.pretrained import check_vocab_matches_config, load_tokenizer
     from bert_tf.training import finetuning
+    from bert_tf.training.distribution import resolve_strategy
 
     config = BertConfig.from_json_file(opts.bert_config_file)
     validate_options(opts, config)
@@ -309,14 +310,17 @@ def run_swag(opts: SwagRunOptions) -> dict:
     tokenizer = load_tokenizer(opts.vocab_file, opts.do_lower_case)
     io_utils.makedirs(opts.output_dir)
     keras.utils.set_random_seed(opts.seed)
-    model = BertMultipleChoice(config, num_choices=NUM_CHOICES)
+    strategy = resolve_strategy(opts)
+    with strategy.scope():
+        model = BertMultipleChoice(config, num_choices=NUM_CHOICES)
+        finetuning.init_model(model, None)  # built under the strategy's scope
     result: dict = {"train": None, "eval": None, "test": None}
     global_step = None
 
     if opts.do_train:
         if finetuning.latest_checkpoint(opts.output_dir):
-            logging.warning("%s already holds checkpoints; training starts from "
-                            "--init_checkpoint and overwrites them", opts.output_dir)
+            logging.info("%s holds a checkpoint: training resumes from it (--init_checkpoint "
+                         "only seeds a fresh run)", opts.output_dir)
         finetuning.init_model(model, opts.init_checkpoint)
         random.Random(opts.seed).shuffle(train_examples)
         arrays = convert_examples_to_features(train_examples, tokenizer, opts.max_seq_length)
@@ -327,17 +331,11 @@ def run_swag(opts: SwagRunOptions) -> dict:
         logging.info("  Num examples = %d", len(train_examples))
         logging.info("  Batch size = %d", opts.train_batch_size)
         logging.info("  Num steps = %d", num_train_steps)
-        train_options = finetuning.FinetuneOptions(
-            output_dir=opts.output_dir, learning_rate=opts.learning_rate,
-            num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
-            train_batch_size=opts.train_batch_size,
-            save_checkpoints_steps=opts.save_checkpoints_steps,
-            keep_checkpoint_max=opts.keep_checkpoint_max, seed=opts.seed)
-        result["train"] = finetuning.train_model(model, arrays, swag_loss_fn, train_options)
+        train_options = opts.finetune_options(num_train_steps, num_warmup_steps)
+        result["train"] = finetuning.train_model(model, arrays, swag_loss_fn, train_options,
+                                                 strategy=strategy)
         global_step = result["train"]["global_step"]
-        write_eval_results(os.path.join(opts.output_dir, "train_results.txt"),
-                       {"first_loss": result["train"]["first_loss"],
-                        "loss": result["train"]["loss"], "global_step": global_step})
+        write_train_results(opts.output_dir, result["train"])
     else:
         global_step = finetuning.restore_for_prediction(model, opts.output_dir,
                                                         opts.init_checkpoint)

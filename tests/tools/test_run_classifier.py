@@ -85,8 +85,13 @@ def test_classification_train_eval_predict_then_predict_from_checkpoint(tmp_path
     assert summary["global_step"] == 96  # int(64 / 16 * 24)
     assert summary["loss"] < 0.5 * summary["first_loss"], summary
     results = _read_eval(out / "eval_results.txt")
-    assert sorted(results) == ["acc", "eval_loss", "global_step"]
+    # the original's keys (eval_accuracy, eval_loss, global_step, loss) besides the GLUE metric
+    assert sorted(results) == ["acc", "eval_accuracy", "eval_loss", "global_step", "loss"]
     assert results["global_step"] == 96 and results["acc"] >= 0.75
+    assert results["eval_accuracy"] == results["acc"]
+    # loss: the mean of the batch means (16 dev rows in batches of 5: 5, 5, 5, 1)
+    assert results["loss"] != results["eval_loss"] and results["loss"] > 0
+    assert (out / "eval_results.txt").read_text().splitlines()[1].startswith("eval_accuracy = ")
     assert (out / "model.ckpt-96.index").exists() and (out / "model.ckpt-80.index").exists()
     probs = np.loadtxt(out / "test_results.tsv", delimiter="\t")
     assert probs.shape == (10, 2)  # every test example, the last partial batch included
@@ -137,7 +142,8 @@ def test_stsb_regression(tmp_path, model_files):
                             "--num_train_epochs=2", "--learning_rate=1e-3"))
     assert summary["global_step"] == 6
     results = _read_eval(out / "eval_results.txt")
-    assert sorted(results) == ["corr", "eval_loss", "global_step", "pearson", "spearmanr"]
+    assert sorted(results) == ["corr", "eval_loss", "global_step", "loss", "pearson",
+                               "spearmanr"]
     assert results["eval_loss"] > 0
     scores = np.loadtxt(out / "test_results.tsv")
     assert scores.shape == (7,)
@@ -213,8 +219,8 @@ def test_fine_tune_real_mrpc_rows_from_the_original_checkpoint(tmp_path, origina
         max_seq_length=32, train_batch_size=4, num_train_epochs=1.0, learning_rate=2e-5)
     result = classifier.run_classifier(opts)
     assert result["train"]["global_step"] == 2 and result["metric_key"] == "f1"
-    assert sorted(result["eval"]["dev"]) == ["acc", "acc_and_f1", "eval_loss", "f1",
-                                             "global_step"]
+    assert sorted(result["eval"]["dev"]) == ["acc", "acc_and_f1", "eval_accuracy", "eval_loss",
+                                             "f1", "global_step", "loss"]
     from bert_tf.checkpoints import read_checkpoint
 
     pretrained = read_checkpoint(str(ckpt_dir / "bert_model.ckpt"))

@@ -20,7 +20,7 @@ from bert_tf.tasks.ner.reading import (CONLL2003_LABELS, LABEL_LIST_FILE, NerSen
                                        read_label_list, write_label_list)
 from bert_tf.tasks.ner.scoring import (ner_loss_fn, numpy_token_loss, score_predictions,
                                        word_predictions, write_conlleval_file)
-from bert_tf.tasks.results import write_eval_results
+from bert_tf.tasks.results import write_eval_results, write_train_results
 from bert_tf.tasks.run_checks import (check_common_options, check_modes_and_files,
                                       files_from_data_dir)
 from bert_tf.tasks.run_options import EvaluatingRunOptions
@@ -178,6 +178,7 @@ def run_ner(opts: NerRunOptions) -> dict:
     from bert_tf.modeling import BertConfig
     from bert_tf.pretrained import check_vocab_matches_config, load_tokenizer
     from bert_tf.training import finetuning
+    from bert_tf.training.distribution import resolve_strategy
 
     config = BertConfig.from_json_file(opts.bert_config_file)
     validate_options(opts, config)
@@ -185,7 +186,10 @@ def run_ner(opts: NerRunOptions) -> dict:
     tokenizer = load_tokenizer(opts.vocab_file, opts.do_lower_case)
     io_utils.makedirs(opts.output_dir)
     keras.utils.set_random_seed(opts.seed)  # fresh weights (the head) and dropout
-    model = _build_model(opts, config, len(label_list))
+    strategy = resolve_strategy(opts)
+    with strategy.scope():
+        model = _build_model(opts, config, len(label_list))
+        finetuning.init_model(model, None)  # built under the strategy's scope
     result: dict = {"train": None, "eval": None, "test": None, "label_list": label_list}
     global_step = None
 
@@ -194,8 +198,8 @@ def run_ner(opts: NerRunOptions) -> dict:
             logging.warning("--feature_based without --init_checkpoint: the tagger is trained on "
                             "the features of a randomly initialised, frozen BERT")
         if finetuning.latest_checkpoint(opts.output_dir):
-            logging.warning("%s already holds checkpoints; training starts from "
-                            "--init_checkpoint and overwrites them", opts.output_dir)
+            logging.info("%s holds a checkpoint: training resumes from it (--init_checkpoint "
+                         "only seeds a fresh run)", opts.output_dir)
         finetuning.init_model(model, opts.init_checkpoint)
         write_label_list(label_file, label_list)
         features = convert_sentences_to_features(train_sentences, tokenizer, label_list,
@@ -211,17 +215,11 @@ def run_ner(opts: NerRunOptions) -> dict:
         logging.info("  Num steps = %d", num_train_steps)
         arrays = features_to_arrays(features)
         arrays.pop("predict_mask")
-        train_options = finetuning.FinetuneOptions(
-            output_dir=opts.output_dir, learning_rate=opts.learning_rate,
-            num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
-            train_batch_size=opts.train_batch_size,
-            save_checkpoints_steps=opts.save_checkpoints_steps,
-            keep_checkpoint_max=opts.keep_checkpoint_max, seed=opts.seed)
-        result["train"] = finetuning.train_model(model, arrays, ner_loss_fn, train_options)
+        train_options = opts.finetune_options(num_train_steps, num_warmup_steps)
+        result["train"] = finetuning.train_model(model, arrays, ner_loss_fn, train_options,
+                                                 strategy=strategy)
         global_step = result["train"]["global_step"]
-        write_eval_results(os.path.join(opts.output_dir, "train_results.txt"),
-                       {"first_loss": result["train"]["first_loss"],
-                        "loss": result["train"]["loss"], "global_step": global_step})
+        write_train_results(opts.output_dir, result["train"])
     else:
         global_step = finetuning.restore_for_prediction(model, opts.output_dir,
                                                         opts.init_checkpoint)

@@ -27,19 +27,29 @@ def token_classification_loss(logits, label_ids):
     """
     import tensorflow as tf
 
+    loss_sum, count = token_classification_loss_parts(logits, label_ids)
+    return loss_sum / tf.maximum(count, 1.0)
+
+
+def token_classification_loss_parts(logits, label_ids):
+    """(Σ over labelled positions of -log p(label), number of labelled positions), float32
+    scalars: `token_classification_loss` is their ratio (count at least 1)."""
+    import tensorflow as tf
+
     logits = tf.cast(logits, tf.float32)
     label_ids = tf.cast(label_ids, tf.int32)
     weights = tf.cast(label_ids >= 0, tf.float32)
     safe_ids = tf.maximum(label_ids, 0)
     log_probs = tf.nn.log_softmax(logits, axis=-1)
     nll = -tf.gather(log_probs, safe_ids, batch_dims=2)
-    return tf.reduce_sum(weights * nll) / tf.maximum(tf.reduce_sum(weights), 1.0)
+    return tf.reduce_sum(weights * nll), tf.reduce_sum(weights)
 
 
 def ner_loss_fn(outputs: dict, batch: dict):
-    """`LossFn` for `bert_tf.training.finetuning.train_model`: `token_classification_loss` of
-    outputs["logits"] and batch["label_ids"]."""
-    return token_classification_loss(outputs["logits"], batch["label_ids"])
+    """`LossFn` for `bert_tf.training.finetuning.train_model`: the parts of
+    `token_classification_loss` of outputs["logits"] and batch["label_ids"], so that over several
+    replicas the loss is the global batch's mean over its labelled tokens exactly."""
+    return token_classification_loss_parts(outputs["logits"], batch["label_ids"])
 
 
 def numpy_token_loss(logits, label_ids) -> float:

@@ -96,28 +96,24 @@ def squad_loss(start_logits, end_logits, start_positions, end_positions):
 
 
 def train_squad(model, train_features: Sequence[InputFeatures], opts: SquadRunOptions,
-                num_train_steps: int, num_warmup_steps: int) -> dict:
+                num_train_steps: int, num_warmup_steps: int, strategy=None) -> dict:
     """Fine-tunes `model` on the windows with `squad_loss` through the shared loop
     (`bert_tf.training.finetuning.train_model`: AdamWeightDecay with warm-up and linear decay,
     clip 1.0, input repeated, shuffled over 100 windows, last partial batch dropped, original-format
-    checkpoints every `save_checkpoints_steps` and at the end).
-    Returns {"global_step", "first_loss", "loss" (of the last step), "checkpoint"}."""
-    from bert_tf.training.finetuning import FinetuneOptions, train_model
+    checkpoints every `save_checkpoints_steps` and at the end, resumed from when `output_dir` holds
+    one) under `strategy` (None: the current one; the model must be built in its scope).
+    Returns {"global_step", "first_loss", "loss" (of the last step), "checkpoint", ...}."""
+    from bert_tf.training.finetuning import train_model
 
     arrays = features_to_arrays(train_features, is_training=True)
     arrays.pop("unique_ids")
-    options = FinetuneOptions(
-        output_dir=opts.output_dir, learning_rate=opts.learning_rate,
-        num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
-        train_batch_size=opts.train_batch_size,
-        save_checkpoints_steps=opts.save_checkpoints_steps,
-        keep_checkpoint_max=opts.keep_checkpoint_max, seed=opts.seed)
+    options = opts.finetune_options(num_train_steps, num_warmup_steps)
 
     def loss_fn(outputs, batch):
         return squad_loss(outputs["start_logits"], outputs["end_logits"],
                           batch["start_positions"], batch["end_positions"])
 
-    return train_model(model, arrays, loss_fn, options)
+    return train_model(model, arrays, loss_fn, options, strategy=strategy)
 
 
 def predict_logits(model, features: Sequence[InputFeatures], batch_size: int) -> list:
@@ -217,26 +213,27 @@ def run_squad(opts: SquadRunOptions) -> dict:
     validate_options(opts, BertConfig.from_json_file(opts.bert_config_file))
     from bert_tf import io_utils
 
-    if getattr(opts, "use_tpu", False) or getattr(opts, "distribution_strategy", None) == "tpu":
-        # TPU workers write the output themselves (gs:// only, as the original), and the TPU is
-        # resolved before anything is written, as the original's TPU RunConfig.
-        from bert_tf.training.distribution import resolve_strategy
+    from bert_tf.training.distribution import resolve_strategy
 
+    if getattr(opts, "use_tpu", False) or getattr(opts, "distribution_strategy", None) == "tpu":
+        # TPU workers write the output themselves (gs:// only, as the original)
         io_utils.require_cloud_storage(opts.output_dir, "--output_dir")
-        resolve_strategy(opts)
+    # The strategy (a TPU is resolved) before anything is written, as the original's RunConfig.
+    strategy = resolve_strategy(opts)
     io_utils.makedirs(opts.output_dir)
     import keras
 
     keras.utils.set_random_seed(opts.seed)  # fresh weights (the squad head) and dropout
-    _, tokenizer, model = load_bert(opts.bert_config_file, opts.vocab_file, None,
-                                    opts.do_lower_case, model_factory=BertSpanLabeler)
-    init_model(model, opts.init_checkpoint)  # TF1 checkpoint or encoder SavedModel
+    with strategy.scope():
+        _, tokenizer, model = load_bert(opts.bert_config_file, opts.vocab_file, None,
+                                        opts.do_lower_case, model_factory=BertSpanLabeler)
+        init_model(model, opts.init_checkpoint)  # TF1 checkpoint or encoder SavedModel
     result: dict = {"train": None, "predictions": None, "eval": None}
 
     if opts.do_train:
         if latest_checkpoint(opts.output_dir):
-            logging.warning("%s already holds checkpoints; training starts from "
-                            "--init_checkpoint and overwrites them", opts.output_dir)
+            logging.info("%s holds a checkpoint: training resumes from it (--init_checkpoint "
+                         "only seeds a fresh run)", opts.output_dir)
         train_features = convert_examples_to_features(
             train_examples, tokenizer, opts.max_seq_length, opts.doc_stride,
             opts.max_query_length, is_training=True)
@@ -249,7 +246,7 @@ def run_squad(opts: SquadRunOptions) -> dict:
         logging.info("  Batch size = %d", opts.train_batch_size)
         logging.info("  Num steps = %d", num_train_steps)
         result["train"] = train_squad(model, train_features, opts, num_train_steps,
-                                      num_warmup_steps)
+                                      num_warmup_steps, strategy=strategy)
     elif opts.do_predict:
         restore_for_prediction(model, opts.output_dir, opts.init_checkpoint)
 
