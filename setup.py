@@ -6,14 +6,18 @@ paper's task flagfiles) and `tools/` as `bert_tf/tools/` (the original-style scr
 console script per tool (`bert-tf-run-classifier`, ...), each calling the same
 `bert_tf.cli.<tool>.main` as `tools/<tool>.py`.
 """
+import pathlib
+
 from setuptools import find_packages, setup
 
-# tool module in bert_tf.cli -> console script `bert-tf-<tool with dashes>`
-TOOLS = ("run_classifier", "run_squad", "run_ner", "run_swag", "run_pretraining",
-         "create_pretraining_data", "extract_features", "export_savedmodel", "convert_checkpoint",
-         "build_vocab", "serving_client", "sweep_learning_rate")
-CONSOLE_SCRIPTS = [f"bert-tf-{tool.replace('_', '-')}=bert_tf.cli.{tool}:main" for tool in TOOLS]
-CONSOLE_SCRIPTS.append("bert-tf-evaluate-squad=bert_tf.cli.evaluate_squad:console_main")
+# Every tool module bert_tf/cli/<tool>.py -> console script `bert-tf-<tool with dashes>` calling
+# its main() (evaluate_squad: console_main, which exits with the official scripts' status).
+_NOT_TOOLS = {"__init__", "flags_from_options"}
+TOOLS = sorted(p.stem for p in pathlib.Path(__file__).resolve().parent.joinpath(
+    "bert_tf", "cli").glob("*.py") if p.stem not in _NOT_TOOLS)
+CONSOLE_SCRIPTS = [
+    f"bert-tf-{tool.replace('_', '-')}=bert_tf.cli.{tool}:"
+    + ("console_main" if tool == "evaluate_squad" else "main") for tool in TOOLS]
 
 setup(
     name="bert_tf",

@@ -91,6 +91,11 @@ def test_installed_package_is_the_wheel_with_its_data(installed):
     assert pathlib.Path(sweep_script).is_relative_to(installed["site"]), sweep_script
     assert has_harness == "True" and has_flags == "True" and has_tools == "True"
     assert int(presets) >= 24
+    tools = [p.stem for p in (PROJECT_ROOT / "bert_tf" / "cli").glob("*.py")
+             if p.stem not in ("__init__", "flags_from_options")]
+    missing = [t for t in tools
+               if not (installed["bin"] / f"bert-tf-{t.replace('_', '-')}").exists()]
+    assert len(tools) >= 13 and not missing, missing
 
 
 def test_console_scripts_extract_features_and_serve_through_the_c_harness(installed,
