@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import random
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -115,3 +117,26 @@ def test_export_killed_and_overwritten_without_a_gap(original_fixtures, tmp_path
     assert not missing, f"{version} was missing {len(missing)} times during the swap"
     assert (version / "saved_model.pb").stat().st_mtime_ns != stamp
     assert temporaries(export_dir) == [] and sorted(os.listdir(export_dir)) == ["1"]
+
+
+def test_export_killed_between_the_two_renames_is_repaired(tmp_path, monkeypatch):
+    """Where no atomic exchange exists, an --overwrite moves the old version aside and the new
+    one in; a process killed between the two renames leaves `.1.old-<pid>-*` and no `1/`: the
+    next export to that folder puts the old version back before anything else."""
+    from bert_tf.export.savedmodel_io import recover_and_clean, write_atomically
+
+    export_dir = tmp_path / "m"
+    (export_dir / "1").mkdir(parents=True)
+    (export_dir / "1" / "saved_model.pb").write_text("old")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    os.replace(export_dir / "1", export_dir / f".1.old-{dead}-abc")   # the state after a kill
+    (export_dir / f".1.tmp-{dead}-def").mkdir()                        # the new, half written
+    recover_and_clean(export_dir / "1")
+    assert sorted(os.listdir(export_dir)) == ["1"]
+    assert (export_dir / "1" / "saved_model.pb").read_text() == "old"
+    monkeypatch.setenv("BERT_TF_NO_RENAME_EXCHANGE", "1")  # the two-rename path completes too
+    write_atomically(export_dir / "1", lambda d: open(os.path.join(d, "saved_model.pb"), "w")
+                     .write("new"), overwrite=True)
+    assert (export_dir / "1" / "saved_model.pb").read_text() == "new"
+    assert sorted(os.listdir(export_dir)) == ["1"]
