@@ -23,7 +23,9 @@ class QuickstartBertTrainer(PretrainingTrainer):
                        ctx: tf.distribute.ReplicaContext) -> dict[str, tf.Tensor]:
         losses = super().replica_losses(outputs, batch, ctx)
         if self.mlm_only:
-            losses = {**losses, "loss": losses["masked_lm_loss"]}
+            # 0 x NSP keeps a (zero) gradient for the NSP head, which the all-reduce needs.
+            losses = {**losses, "loss": losses["masked_lm_loss"]
+                      + 0.0 * losses["next_sentence_loss"]}
         return losses
 
     def _log_progress(self, last, n, elapsed, step, end, start_step, t_start, writer) -> None:
