@@ -120,7 +120,7 @@ def plot_study(output_dir: str, study: Study, rows: list[dict],
     summary = summarise([r for r in rows if r["study"] == study.name])
     tasks = sorted({t for _, t in summary})
     written = []
-    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(study.variants) * len(tasks)), 4))
+    fig, ax = plt.subplots(figsize=(max(4, 1.2 * len(study.variants) * len(tasks)) + 3.5, 4))
     width = 0.8 / len(study.variants)
     x = np.arange(len(tasks))
     for i, v in enumerate(study.variants):
@@ -132,7 +132,7 @@ def plot_study(output_dir: str, study: Study, rows: list[dict],
     ax.set_xticklabels(tasks)
     ax.set_ylabel("held-out accuracy (%)")
     ax.set_title(study.title, fontsize=10)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     written.append(_save(fig, os.path.join(output_dir, f"{study.name}_scores.png")))
     plt.close(fig)
@@ -145,7 +145,7 @@ def plot_study(output_dir: str, study: Study, rows: list[dict],
         ax.set_xlabel("pretraining step")
         ax.set_ylabel("training loss (masked LM or LM)")
         ax.set_title(f"{study.name}: pretraining", fontsize=10)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper right")
         fig.tight_layout()
         written.append(_save(fig, os.path.join(output_dir, f"{study.name}_pretraining.png")))
         plt.close(fig)

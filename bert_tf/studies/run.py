@@ -127,11 +127,15 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
     from absl import logging as absl_logging
 
     verbosity = absl_logging.get_verbosity()
-    absl_logging.set_verbosity(absl_logging.WARNING)  # the loops' per-step lines: the bar instead
+    # The loops' per-step lines and the retracing warnings of one new model per cell: the bar
+    # over the cells reports progress instead.
+    absl_logging.set_verbosity(absl_logging.ERROR)
 
     def cell(kind: str, key: str, fn) -> tuple[dict, bool]:
         bar.set_postfix_str(f"{kind}/{key}")
-        result, did_run = store.run(kind, f"{budget}/{key}", fn)
+        # The command that ran the cell is kept with its result (a resumed study reuses it).
+        result, did_run = store.run(kind, f"{budget}/{key}",
+                                    lambda d: {**fn(d), "command": command})
         (ran if did_run else skipped).append(f"{kind}/{key}")
         bar.update(1)
         return result, did_run
@@ -169,7 +173,8 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
                           else "final_lm_loss" if "final_lm_loss" in p else "steps")
                 rows.append({"study": study.name, "variant": v.name, "task": "pretraining",
                              "metric": metric, "value": p.get(metric), "seed": options.seed,
-                             "steps": p["steps"], "wall_s": p["wall_s"], "command": command,
+                             "steps": p["steps"], "wall_s": p["wall_s"],
+                             "command": p.get("command", command),
                              "cell": f"pretraining/{budget}/{v.pretraining_key}"})
             for task in scale.tasks:
                 for seed in seeds:
@@ -177,7 +182,8 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
                     r = ft_results[key]
                     rows.append({"study": study.name, "variant": v.name, "task": task,
                                  "metric": r["metric"], "value": r["value"], "seed": seed,
-                                 "steps": r["steps"], "wall_s": r["wall_s"], "command": command,
+                                 "steps": r["steps"], "wall_s": r["wall_s"],
+                                 "command": r.get("command", command),
                                  "cell": f"finetuning/{budget}/{key}"})
     plots = {}
     for study in studies:

@@ -82,7 +82,7 @@ def pretrain_bert(cell_dir: str, variant: Variant, scale: Scale, data: dict, see
         output_dir=os.path.join(cell_dir, "pretraining"), train_batch_size=batch,
         eval_batch_size=batch, learning_rate=scale.pretraining_lr, num_train_steps=steps,
         num_warmup_steps=max(1, steps // 10), save_checkpoints_steps=max(50, steps // 4),
-        iterations_per_loop=min(100, steps), max_eval_steps=1000),
+        iterations_per_loop=max(1, min(100, steps // 20)), max_eval_steps=1000),
         mlm_only=variant.objective == "mlm")
     preds = options.max_predictions_per_seq
     trainer.train(lambda ctx: pretraining_dataset(train_file, seq, preds, batch, True,
