@@ -14,10 +14,13 @@ exported as the preprocessing SavedModel, which follows the TF Hub BERT preproce
 `hub.KerasLayer(path)`, `hub.KerasLayer(loaded.tokenize)`, `hub.KerasLayer(loaded.bert_pack_inputs,
 arguments=dict(seq_length=N))` all work). `bert_pack_inputs` takes 1 to `MAX_PACKED_SEGMENTS`
 segments, each [batch, (words), (wordpieces)] as `tokenize` returns or [batch, (wordpieces)], and
-packs them with tensorflow-text (`RoundRobinTrimmer`, `combine_segments`, `pad_model_inputs`):
-[CLS] s1 [SEP] s2 [SEP] ..., type id = segment index, round-robin truncation to `seq_length`
-minus the specials, which for one or two segments is exactly the original's truncation (keep the
-first `seq_length - 2`; `_truncate_seq_pair`), so the ids equal `convert_single_example`'s.
+packs them with tensorflow-text's `combine_segments` and `pad_model_inputs`: [CLS] s1 [SEP] s2
+[SEP] ..., type id = segment index, after round-robin truncation to `seq_length` minus the
+specials (`round_robin_lengths`: tensorflow-text's `RoundRobinTrimmer` semantics in closed form
+with core ops, since its `RoundRobinTrim` kernel is not among the tensorflow-text ops older TF
+Serving builds have, see serving_compat.py), which for one or two segments is exactly the
+original's truncation (keep the first `seq_length - 2`; `_truncate_seq_pair`), so the ids equal
+`convert_single_example`'s.
 
 Packing: [CLS] A [SEP] (B [SEP]), type ids 0 for [CLS]/A/first [SEP] and 1 for B/its [SEP], mask
 1 on real tokens, zero padding. A single segment keeps its first `seq_length - 2` pieces; a pair is
@@ -38,6 +41,40 @@ INPUT_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
 MAX_PACKED_SEGMENTS = 8
 
 
+def round_robin_lengths(lengths: tf.Tensor, budget: tf.Tensor) -> tf.Tensor:
+    """Pieces each segment keeps under round-robin truncation (tensorflow-text's
+    `RoundRobinTrimmer`): one piece at a time to each segment that has more, in segment order,
+    until `budget` pieces are taken.
+
+    In closed form: after k full rounds segment i holds min(l_i, k); k* is the largest k with
+    sum_i min(l_i, k) <= budget, and the R = budget - sum_i min(l_i, k*) pieces left go to the
+    first R segments longer than k*. For two segments this is the original's `_truncate_seq_pair`.
+
+    Args:
+      lengths: int64 [batch, num_segments] segment lengths.
+      budget: int64 scalar (>= 0), the pieces all segments may keep together.
+
+    Returns:
+      int64 [batch, num_segments], the kept lengths.
+    """
+    lengths = tf.cast(lengths, tf.int64)
+    budget = tf.cast(budget, tf.int64)
+    longest = tf.reduce_max(tf.concat([tf.reshape(lengths, [-1]), [0]], axis=0))
+    rounds = tf.range(longest + 1)  # [K]: 0..longest full rounds
+    taken = tf.reduce_sum(tf.minimum(lengths[:, :, None], rounds[None, None, :]), axis=1)
+    k = tf.reduce_sum(tf.cast(taken <= budget, tf.int64), axis=1) - 1  # [batch] (taken[0] = 0)
+    base = tf.minimum(lengths, k[:, None])
+    left = budget - tf.reduce_sum(base, axis=1)  # [batch]
+    longer = tf.cast(lengths > k[:, None], tf.int64)
+    extra = longer * tf.cast(tf.cumsum(longer, axis=1) <= left[:, None], tf.int64)
+    return base + extra
+
+
+def _keep_first_n(segment: tf.RaggedTensor, n: tf.Tensor) -> tf.RaggedTensor:
+    positions = tf.ragged.range(segment.row_lengths(), dtype=tf.int64)
+    return tf.ragged.boolean_mask(segment, positions < n[:, None])
+
+
 def bert_pack_inputs(segments: list[tf.RaggedTensor], seq_length: int | tf.Tensor, cls_id: int,
                      sep_id: int) -> dict[str, tf.Tensor]:
     """TF Hub's `bert_pack_inputs`: any number of tokenized segments -> BERT inputs.
@@ -50,7 +87,7 @@ def bert_pack_inputs(segments: list[tf.RaggedTensor], seq_length: int | tf.Tenso
 
     Returns:
       {"input_word_ids", "input_mask", "input_type_ids"}: int32 [batch, seq_length]. Round-robin
-      truncation (tensorflow-text); for one or two segments this is the original's truncation.
+      truncation (`round_robin_lengths`); for one or two segments the original's truncation.
     """
     if not segments:
         raise ValueError("bert_pack_inputs needs at least one segment")
@@ -66,7 +103,8 @@ def bert_pack_inputs(segments: list[tf.RaggedTensor], seq_length: int | tf.Tenso
         "[CLS]/[SEP] tokens of this many segments")
     with tf.control_dependencies([check]):
         budget = tf.identity(budget)
-    trimmed = tf_text.RoundRobinTrimmer(max_seq_length=budget).trim(flat)
+    keep = round_robin_lengths(tf.stack([x.row_lengths() for x in flat], axis=1), budget)
+    trimmed = [_keep_first_n(x, keep[:, i]) for i, x in enumerate(flat)]
     ids, type_ids = tf_text.combine_segments(trimmed, start_of_sequence_id=cls_id,
                                              end_of_segment_id=sep_id)
     word_ids, mask = tf_text.pad_model_inputs(ids, max_seq_length=seq_length)

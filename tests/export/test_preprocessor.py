@@ -136,6 +136,25 @@ def test_round_robin_packing_equals_original_truncation_for_pairs():
             assert (len(got_a[i]), len(got_b[i])) == (len(x), len(y)), (la[i], lb[i], budget)
 
 
+def test_round_robin_lengths_equal_tensorflow_text_trimmer():
+    """The closed form used in the export (core ops, servable) equals tensorflow-text's
+    RoundRobinTrimmer for 1 to 4 segments."""
+    import itertools
+
+    import tensorflow_text as tf_text
+
+    from bert_tf.export.preprocessor import round_robin_lengths
+
+    for n in (1, 2, 3, 4):
+        combos = np.array(list(itertools.product(range(0, 7), repeat=n)))
+        segments = [tf.ragged.range(combos[:, i]) for i in range(n)]
+        for budget in (0, 1, 2, 5, 9, 13, 30):
+            want = tf_text.RoundRobinTrimmer(max_seq_length=budget).trim(segments)
+            want = np.stack([w.row_lengths().numpy() for w in want], axis=1)
+            got = round_robin_lengths(tf.constant(combos, tf.int64), tf.constant(budget, tf.int64))
+            np.testing.assert_array_equal(got.numpy(), want, err_msg=f"n={n} budget={budget}")
+
+
 def _check_hub_api(pre, tokenizer, texts, texts_b):
     """`pre` has the TF Hub preprocessor API (a loaded SavedModel or the export module)."""
     out = pre(tf.constant(texts))
