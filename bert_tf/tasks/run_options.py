@@ -47,6 +47,8 @@ class FinetuningRunOptions(DistributionOptions):
     keep_checkpoint_max: int = option(5, "How many recent checkpoints to keep.")
     seed: int = option(12345, "Seed of the example shuffle, input pipeline, new weights and "
                        "dropout.")
+    plot_curves: bool = option(True, "After training, draw the training curves (the TensorBoard "
+                               "scalars in output_dir/train) into output_dir/curves.png.")
 
     def finetune_options(self, num_train_steps: int, num_warmup_steps: int):
         """The `bert_tf.training.finetuning.FinetuneOptions` of this run's training."""
@@ -57,7 +59,8 @@ class FinetuningRunOptions(DistributionOptions):
             num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
             train_batch_size=self.train_batch_size,
             save_checkpoints_steps=self.save_checkpoints_steps,
-            keep_checkpoint_max=self.keep_checkpoint_max, seed=self.seed)
+            keep_checkpoint_max=self.keep_checkpoint_max, seed=self.seed,
+            plot_curves=self.plot_curves)
 
 
 @dataclasses.dataclass

@@ -93,6 +93,8 @@ def test_classification_train_eval_predict_then_predict_from_checkpoint(tmp_path
     assert results["loss"] != results["eval_loss"] and results["loss"] > 0
     assert (out / "eval_results.txt").read_text().splitlines()[1].startswith("eval_accuracy = ")
     assert (out / "model.ckpt-96.index").exists() and (out / "model.ckpt-80.index").exists()
+    assert (out / "curves.png").read_bytes()[:4] == b"\x89PNG"  # --plot_curves (default on)
+    assert list((out / "train").glob("*tfevents*"))  # TensorBoard scalars
     probs = np.loadtxt(out / "test_results.tsv", delimiter="\t")
     assert probs.shape == (10, 2)  # every test example, the last partial batch included
     np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-6)
