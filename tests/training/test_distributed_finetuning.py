@@ -77,3 +77,53 @@ def test_multi_worker_two_processes_agree(original_fixtures, shared_data, tmp_pa
     _assert_same_losses(outputs[0], outputs[1], 1e-6)
     # only the chief writes checkpoints
     assert os.path.exists(tmp_path / "mw" / "shared" / "model.ckpt-6.index")
+
+
+_EARLY_ERRORS = r"""
+import os, sys
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+import tensorflow as tf
+cpus = tf.config.list_physical_devices("CPU")
+tf.config.set_logical_device_configuration(cpus[0], [tf.config.LogicalDeviceConfiguration()] * 2)
+import numpy as np
+from bert_tf.modeling import BertClassifier, BertConfig
+from bert_tf.training import finetuning
+from bert_tf.training.distribution import create_strategy
+
+strategy = create_strategy("mirrored", devices=[d.name for d in tf.config.list_logical_devices("CPU")])
+config = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                    intermediate_size=16, max_position_embeddings=8)
+ids = np.ones((8, 4), np.int32)
+arrays = {"input_word_ids": ids, "input_mask": ids, "input_type_ids": ids * 0,
+          "label_ids": np.zeros(8, np.int32)}
+loss = lambda outputs, batch: tf.reduce_mean(outputs["logits"])
+
+def options(batch):
+    return finetuning.FinetuneOptions(output_dir=sys.argv[1], learning_rate=1e-3,
+                                      num_train_steps=1, num_warmup_steps=0,
+                                      train_batch_size=batch, progress=False, plot_curves=False)
+
+outside = BertClassifier(config, num_labels=2).build_from_config_shapes()
+for model, batch in ((outside, 8), (None, 7)):
+    if model is None:
+        with strategy.scope():
+            model = BertClassifier(config, num_labels=2).build_from_config_shapes()
+    try:
+        finetuning.train_model(model, arrays, loss, options(batch), strategy=strategy)
+    except Exception as e:
+        print(type(e).__name__ + ": " + str(e))
+"""
+
+
+def test_early_errors_under_a_strategy(tmp_path):
+    """A model built outside the strategy's scope, and a global batch the replicas cannot share,
+    are one clear error each, before anything is written."""
+    proc = subprocess.run([sys.executable, "-c", _EARLY_ERRORS, str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.strip().splitlines()[-2:]
+    assert lines[0].startswith("ValueError: the model's variables were not created under the "
+                               "MirroredStrategy's scope"), lines
+    assert "--train_batch_size=7 is not divisible by the 2 replicas" in lines[1], lines
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
