@@ -123,9 +123,12 @@ def extract_features(encoder: BertEncoder, tokenizer, examples: Sequence[InputEx
 
     for start in range(0, len(packed), batch_size):
         chunk = packed[start:start + batch_size]
-        arrays = [tf.constant([getattr(p, name) for p in chunk], tf.int32)
+        # Cut to the batch's longest example, rounded up to a multiple of 32 (few shapes): the
+        # real tokens' features are the same at any padding (tasks/length_batching.py).
+        length = min(-(-max(len(p.tokens) for p in chunk) // 32) * 32, max_seq_length)
+        arrays = [tf.constant([getattr(p, name)[:length] for p in chunk], tf.int32)
                   for name in ("input_ids", "input_mask", "segment_ids")]
-        layers = run(*arrays).numpy()  # [n_layers, batch, seq, H]
+        layers = run(*arrays).numpy()  # [n_layers, batch, length, H]
         for b, p in enumerate(chunk):
             features = []
             for t, token in enumerate(p.tokens):

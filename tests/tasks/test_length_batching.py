@@ -173,3 +173,32 @@ def test_conll_testa_bucketed_equals_padded(original_fixtures, shared_data):
 @pytest.mark.slow
 def test_conll_testa_all_sentences_minilm(minilm, shared_data):
     assert _conll(shared_data, *minilm, limit=None) >= 3250
+
+
+def test_extract_features_cut_batches_equal_full_padding(original_fixtures, shared_data):
+    """extract_features cuts each batch to its longest example (multiple of 32): the values of
+    the real tokens equal the encoder at full max_seq_length padding (6-decimal output)."""
+    from bert_tf.checkpoints import load_original_checkpoint
+    from bert_tf.feature_extraction import extract_features, pack_examples, parse_line
+    from bert_tf.modeling import BertConfig, BertEncoder
+    from bert_tf.tokenization import FullTokenizer
+
+    lines = [line.split("\t")[3] for line in
+             (shared_data / "glue" / "MRPC" / "dev.tsv").read_text(encoding="utf-8-sig")
+             .splitlines()[1:13]]
+    examples = [parse_line(i, line) for i, line in enumerate(lines)]
+    tokenizer = FullTokenizer(str(original_fixtures / "vocab_uncased.txt"), do_lower_case=True)
+    config = BertConfig.from_json_file(original_fixtures / "checkpoint" / "bert_config.json")
+    encoder = BertEncoder(config).build_from_config_shapes()
+    load_original_checkpoint(encoder, original_fixtures / "checkpoint" / "bert_model.ckpt")
+    records = list(extract_features(encoder, tokenizer, examples, [-1], max_seq_length=128,
+                                    batch_size=4))
+    packed = pack_examples(examples, tokenizer, 128)
+    assert max(len(p.tokens) for p in packed) < 64  # Batches run at 32 or 64, not 128.
+    full = encoder({"input_word_ids": tf.constant([p.input_ids for p in packed]),
+                    "input_mask": tf.constant([p.input_mask for p in packed]),
+                    "input_type_ids": tf.constant([p.segment_ids for p in packed])},
+                   training=False)["encoder_outputs"][-1].numpy()
+    for record, p, want in zip(records, packed, full):
+        got = np.array([f["layers"][0]["values"] for f in record["features"]])
+        np.testing.assert_allclose(got, want[:len(p.tokens)], atol=5e-6, rtol=0)
