@@ -11,7 +11,8 @@ import pytest
 import tensorflow as tf
 
 PROJECT_ROOT = pathlib.Path(__file__).resolve().parents[2]
-GLUE = pathlib.Path(os.environ.get("BERT_TF_DATA", PROJECT_ROOT.parent / "shared" / "data")) / "glue"
+GLUE = pathlib.Path(os.environ.get("BERT_TF_DATA",
+                                  PROJECT_ROOT.parent / "shared" / "data")) / "glue"
 SEQ = 48
 
 

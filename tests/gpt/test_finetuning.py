@@ -16,7 +16,8 @@ import pytest
 from bert_tf.errors import UserInputError
 
 PROJECT_ROOT = pathlib.Path(__file__).resolve().parents[2]
-GLUE = pathlib.Path(os.environ.get("BERT_TF_DATA", PROJECT_ROOT.parent / "shared" / "data")) / "glue"
+GLUE = pathlib.Path(os.environ.get("BERT_TF_DATA",
+                                  PROJECT_ROOT.parent / "shared" / "data")) / "glue"
 N_CTX = 64
 
 
