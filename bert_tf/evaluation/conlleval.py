@@ -226,7 +226,9 @@ def read_conlleval_file(path: PathLike, delimiter: Optional[str] = None
     sentences: List[List[Tuple[str, str]]] = []
     current: List[Tuple[str, str]] = []
     n_fields: Optional[int] = None
-    with open(path, encoding="utf-8") as f:
+    from bert_tf import io_utils  # any TensorFlow file system (gs://, ram://) or local
+
+    with io_utils.open_file(path, encoding="utf-8") as f:
         for lineno, line in enumerate(f, start=1):
             fields = line.rstrip("\r\n").split(delimiter)
             if delimiter is not None and fields == [""]:

@@ -365,8 +365,10 @@ def evaluate_squad_v2(dataset: Dataset, predictions: Mapping[str, str],
 def read_json_file(path: PathLike, what: str, allow_empty: bool = False) -> Any:
     """Loads a JSON file, raising :class:`SquadFileError` naming the file (and the line/column
     of a syntax error). ``allow_empty``: a blank file reads as ``{}``."""
+    from bert_tf import io_utils  # any TensorFlow file system (gs://, ram://) or local
+
     try:
-        with open(path, encoding="utf-8") as f:
+        with io_utils.open_file(path, encoding="utf-8") as f:
             text = f.read()
     except OSError as e:
         raise SquadFileError(f"cannot read {what} {os.fspath(path)}: {e}") from e

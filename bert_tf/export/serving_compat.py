@@ -145,7 +145,9 @@ def check_serving_compatibility(export_dir: str | os.PathLike, allow_fast_text_o
     export_dir = os.fspath(export_dir)
     path = os.path.join(export_dir, "saved_model.pb")
     sm = saved_model_pb2.SavedModel()
-    with open(path, "rb") as f:
+    from bert_tf import io_utils  # exports on gs:// / ram:// too
+
+    with io_utils.open_file(path, "rb") as f:
         sm.ParseFromString(f.read())
     problems: list[str] = []
     tags = [list(mg.meta_info_def.tags) for mg in sm.meta_graphs]
