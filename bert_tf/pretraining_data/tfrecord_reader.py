@@ -28,10 +28,13 @@ per-replica batch (`input_context.get_per_replica_batch_size(global_batch)`).
 """
 from __future__ import annotations
 
+import mmap
+import os
 import struct
 from typing import Callable, Sequence
 
 import tensorflow as tf
+from absl import logging
 
 from bert_tf import io_utils
 from bert_tf.errors import UserInputError
@@ -69,6 +72,10 @@ class TFRecordInputError(UserInputError):
     """A pretraining TFRecord file that does not fit the flags (names file, record, flag)."""
 
 
+# Inputs up to this size (all files together) get every record header walked before training
+# (about 2-8 s per GB).
+FULL_SCAN_MAX_BYTES = 2 << 30
+
 _INT_FEATURES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions",
                  "masked_lm_ids", "next_sentence_labels")
 
@@ -81,49 +88,61 @@ def _expected_lengths(max_seq_length: int, max_predictions_per_seq: int) -> dict
             "next_sentence_labels": (1, "one label per example")}
 
 
-def _scan_frames(path: str, scan_all: bool) -> tuple[int, bytes | None]:
-    """Walks the TFRecord framing of `path` (headers only; `scan_all=False`: the first record).
+def _truncated(path: str, record: int, detail: str) -> TFRecordInputError:
+    return TFRecordInputError(f"{path}: record {record}: truncated ({detail}); expected a "
+                              "complete TFRecord file (was it copied or written completely?)")
 
-    Returns (records seen, first record's data or None when the file is empty).
-    Raises TFRecordInputError for a truncated file or a damaged first record.
-    """
+
+def _check_header(path: str, header: bytes) -> None:
     from bert_tf.pretraining_data.writer import _mask, crc32c
 
-    first = None
-    count = 0
-    with tf.io.gfile.GFile(path, "rb") as f:
-        size = f.size()
-        offset = 0
+    (hcrc,) = struct.unpack_from("<I", header, 8)
+    if int(_mask(crc32c([header[:8]]))[0]) != hcrc:
+        raise TFRecordInputError(f"{path}: record 0: bad header checksum; expected a TFRecord "
+                                 "file (uncompressed) of create_pretraining_data.py")
+
+
+def _check_data(path: str, data: bytes, data_crc: bytes) -> None:
+    from bert_tf.pretraining_data.writer import _mask, crc32c
+
+    if int(_mask(crc32c([data]))[0]) != struct.unpack("<I", data_crc)[0]:
+        raise TFRecordInputError(f"{path}: record 0: data checksum mismatch (damaged file)")
+
+
+def _scan_frames(path: str, scan_all: bool) -> tuple[int, bytes | None]:
+    """Walks the TFRecord framing of `path` (record headers only; `scan_all=False`: the first
+    record only). Returns (records seen, the first record's data or None for an empty file).
+
+    Raises TFRecordInputError for a truncated file or a damaged first record.
+    """
+    local = "://" not in path
+    with (open(path, "rb") if local else tf.io.gfile.GFile(path, "rb")) as f:
+        size = os.path.getsize(path) if local else f.size()
+        if size == 0:
+            return 0, None
+        header = f.read(12)
+        if len(header) < 12:
+            raise _truncated(path, 0, f"the file ends {size} bytes into its 12-byte header")
+        _check_header(path, header)
+        (length,) = struct.unpack_from("<Q", header, 0)
+        if 12 + length + 4 > size:
+            raise _truncated(path, 0, f"expected {length} data bytes + checksum, the file ends "
+                                      f"{12 + length + 4 - size} bytes short")
+        first = f.read(length)
+        _check_data(path, first, f.read(4))
+        if not scan_all or not local:
+            return 1, first
+    count, offset = 1, 12 + length + 4
+    unpack = struct.Struct("<Q").unpack_from
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
         while offset < size:
-            header = f.read(12)
-            if len(header) < 12:
-                raise TFRecordInputError(
-                    f"{path}: record {count}: truncated (the file ends {size - offset} bytes "
-                    "into its 12-byte header); expected a complete TFRecord file (was it "
-                    "copied or written completely?)")
-            (length,) = struct.unpack_from("<Q", header, 0)
-            end = offset + 12 + length + 4
-            if count == 0:
-                (hcrc,) = struct.unpack_from("<I", header, 8)
-                if int(_mask(crc32c([header[:8]]))[0]) != hcrc:
-                    raise TFRecordInputError(
-                        f"{path}: record 0: bad header checksum; expected a TFRecord file "
-                        "(uncompressed) of create_pretraining_data.py")
+            if offset + 12 > size:
+                raise _truncated(path, count, f"the file ends {size - offset} bytes into its "
+                                              "12-byte header")
+            end = offset + 12 + unpack(data, offset)[0] + 4
             if end > size:
-                raise TFRecordInputError(
-                    f"{path}: record {count}: truncated (expected {length} data bytes + "
-                    f"checksum, the file ends {end - size} bytes short); expected a complete "
-                    "TFRecord file (was it copied or written completely?)")
-            if count == 0:
-                first = f.read(length)
-                (dcrc,) = struct.unpack("<I", f.read(4))
-                if int(_mask(crc32c([first]))[0]) != dcrc:
-                    raise TFRecordInputError(
-                        f"{path}: record 0: data checksum mismatch (damaged file)")
-                if not scan_all:
-                    return 1, first
-            else:
-                f.seek(end)
+                raise _truncated(path, count, f"expected {end - offset - 16} data bytes + "
+                                              f"checksum, the file ends {end - size} bytes short")
             offset = end
             count += 1
     return count, first
@@ -133,8 +152,9 @@ def check_pretraining_files(files: Sequence[str], max_seq_length: int,
                             max_predictions_per_seq: int, scan_all: bool | None = None) -> None:
     """Checks pretraining TFRecords against the flags before any training step.
 
-    Per file: the TFRecord framing (all record headers when `scan_all`, default: for local
-    files; remote files only their first record) and the first record's features: every name of
+    Per file: the TFRecord framing (all record headers when `scan_all`; default: when all files
+    are local and `FULL_SCAN_MAX_BYTES` or less in all, else only the first record) and the
+    first record's features: every name of
     `name_to_features`, int64 or float as the original writes them, and
     `--max_seq_length` / `--max_predictions_per_seq` values each.
 
@@ -143,12 +163,20 @@ def check_pretraining_files(files: Sequence[str], max_seq_length: int,
         (the flag) and what was found.
     """
     expected = _expected_lengths(max_seq_length, max_predictions_per_seq)
+    if scan_all is None:
+        local = all("://" not in p for p in files)
+        scan_all = local and sum(os.path.getsize(p) for p in files) <= FULL_SCAN_MAX_BYTES
+        if local and not scan_all:
+            logging.info("Input files larger than %d bytes in all: checking their first records "
+                         "only (a damaged record later is reported when training reaches it)",
+                         FULL_SCAN_MAX_BYTES)
     for path in files:
-        local = "://" not in path
         try:
-            count, first = _scan_frames(path, local if scan_all is None else scan_all)
+            count, first = _scan_frames(path, scan_all)
         except tf.errors.OpError as e:
             raise TFRecordInputError(f"{path}: cannot read ({e.message})") from None
+        except OSError as e:
+            raise TFRecordInputError(f"{path}: cannot read ({e.strerror or e})") from None
         if first is None:
             raise TFRecordInputError(f"{path}: contains no records; expected pretraining "
                                      "examples of create_pretraining_data.py")
