@@ -12,6 +12,7 @@ last checkpoint; `read_scalars` keeps, for every step, the value written last (t
 """
 from __future__ import annotations
 
+import io
 import math
 import os
 from typing import Iterable, Mapping, Sequence, Union
@@ -109,7 +110,8 @@ def plot_training_curves(logdir_or_history: History, png_path: str | os.PathLike
       logdir_or_history: a run's output folder (or events file) holding TensorBoard events; or a
         history: a list of per-step records `{"step": s, "loss": ..., ...}` (what the training
         loops return) or a dict `tag -> values`.
-      png_path: where the PNG goes (its folder is created; written atomically).
+      png_path: where the PNG goes (local or a tf.io.gfile path such as gs://; written
+        atomically).
       title: figure title (default: the folder's name).
 
     Returns:
@@ -124,7 +126,7 @@ def plot_training_curves(logdir_or_history: History, png_path: str | os.PathLike
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 
-    from bert_tf.io_utils import atomic_output_path
+    from bert_tf.io_utils import atomic_write_bytes
 
     if isinstance(logdir_or_history, (str, os.PathLike)):
         curves = read_scalars(logdir_or_history)
@@ -153,7 +155,8 @@ def plot_training_curves(logdir_or_history: History, png_path: str | os.PathLike
         fig.suptitle(title)
     fig.tight_layout()
     png_path = os.fspath(png_path)
-    with atomic_output_path(png_path, suffix=".png") as tmp:
-        fig.savefig(tmp, format="png", dpi=100)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100)
     plt.close(fig)
+    atomic_write_bytes(png_path, buffer.getvalue())  # local or any tf.io.gfile file system
     return png_path

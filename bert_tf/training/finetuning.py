@@ -456,10 +456,10 @@ def _plot_curves(output_dir: str) -> str | None:
     from bert_tf.plotting import plot_training_curves
 
     png = os.path.join(output_dir, "curves.png")
-    try:
+    try:  # curves are a by-product: never fail a run for them
         plot_training_curves(os.path.join(output_dir, "train"), png,
                              title=f"fine-tuning: {output_dir}")
-    except (ImportError, OSError, ValueError) as e:  # curves are a by-product: never fail a run
+    except (ImportError, OSError, ValueError, tf.errors.OpError) as e:
         logging.warning("could not draw %s: %s", png, e)
         return None
     logging.info("Training curves: %s", png)
