@@ -25,7 +25,8 @@ TOOL = os.path.join(ROOT, "tools", "quickstart.py")
 
 
 def _run(*args, timeout=1500):
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "0"}  # the tool itself must silence it
+    # A newcomer's environment: no TF_CPP_MIN_LOG_LEVEL; the tool itself must silence TensorFlow.
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
     return subprocess.run([sys.executable, TOOL, *args], capture_output=True, text=True,
                           timeout=timeout, env=env, cwd=ROOT)
 
