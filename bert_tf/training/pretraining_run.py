@@ -130,6 +130,8 @@ def run_pretraining(run: PretrainingRun) -> dict:
 
 def _plot_curves(output_dir: str) -> None:
     """output_dir/curves.png from the TensorBoard scalars (a by-product: never fails the run)."""
+    import tensorflow as tf
+
     from bert_tf.plotting import plot_training_curves
 
     png = os.path.join(output_dir, "curves.png")
@@ -137,5 +139,5 @@ def _plot_curves(output_dir: str) -> None:
         plot_training_curves(os.path.join(output_dir, "train"), png,
                              title=f"pretraining: {output_dir}")
         logging.info("Training curves: %s", png)
-    except (ImportError, OSError, ValueError) as e:
+    except (ImportError, OSError, ValueError, tf.errors.OpError) as e:
         logging.warning("could not draw %s: %s", png, e)
