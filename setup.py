@@ -11,13 +11,12 @@ import pathlib
 from setuptools import find_packages, setup
 
 # Every tool module bert_tf/cli/<tool>.py -> console script `bert-tf-<tool with dashes>` calling
-# its main() (evaluate_squad: console_main, which exits with the official scripts' status).
+# its main(); the official SQuAD scoring command line lives in bert_tf/evaluation/squad_cli.py.
 _NOT_TOOLS = {"__init__", "flags_from_options"}
 TOOLS = sorted(p.stem for p in pathlib.Path(__file__).resolve().parent.joinpath(
     "bert_tf", "cli").glob("*.py") if p.stem not in _NOT_TOOLS)
-CONSOLE_SCRIPTS = [
-    f"bert-tf-{tool.replace('_', '-')}=bert_tf.cli.{tool}:"
-    + ("console_main" if tool == "evaluate_squad" else "main") for tool in TOOLS]
+CONSOLE_SCRIPTS = [f"bert-tf-{tool.replace('_', '-')}=bert_tf.cli.{tool}:main" for tool in TOOLS]
+CONSOLE_SCRIPTS.append("bert-tf-evaluate-squad=bert_tf.evaluation.squad_cli:console_main")
 
 setup(
     name="bert_tf",

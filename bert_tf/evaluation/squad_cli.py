@@ -2,7 +2,8 @@
 v1.1 / v2.0 metrics.
 
 Same interface as the official scripts (positional arguments and argparse options, not absl
-flags; this is the one tool outside `run_tool`, because its command line is the official one):
+flags; the one tool outside `bert_tf.cli.run_tool`, because its command line is the official
+one, and free of TensorFlow, so it starts at once):
 
   bert-tf-evaluate-squad dev-v1.1.json predictions.json
   bert-tf-evaluate-squad dev-v2.0.json predictions.json --na-prob-file null_odds.json \
