@@ -188,8 +188,8 @@ class Scale:
 SCALES: dict[str, Scale] = {
     "tiny": Scale("tiny", corpus="embedded", tasks=("topic",), vocab_size=2000, num_layers=2,
                   hidden_size=64, num_heads=2, max_seq_length=64, pretraining_steps=150,
-                  pretraining_batch=32, pretraining_lr=1e-3, finetuning_epochs=4,
-                  finetuning_batch=32, finetuning_lr=3e-4, dupe_factor=3),
+                  pretraining_batch=32, pretraining_lr=1e-3, finetuning_epochs=10,
+                  finetuning_batch=32, finetuning_lr=1e-3, dupe_factor=3),
     "small": Scale("small", corpus="pretrain/imdb_unsup_corpus.txt.gz",
                    tasks=("SST-2", "MRPC", "RTE"), vocab_size=8000, num_layers=4,
                    hidden_size=256, num_heads=4, max_seq_length=128, pretraining_steps=20000,

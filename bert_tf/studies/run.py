@@ -95,7 +95,9 @@ def run_study(options: StudyRunOptions, say: Callable[[str], None] = print) -> d
 
 
 def _budget_key(scale, seed: int) -> str:
-    """Cells of different budgets never share a folder."""
+    """Cells of different budgets never share a folder: the key holds the scale's name and the
+    settings the command line can change (pretraining steps, seed). A scale's other settings
+    are fixed by its declaration; after editing one, use a new --output_dir."""
     return (f"{scale.name}-L{scale.num_layers}H{scale.hidden_size}-s{scale.max_seq_length}-"
             f"p{scale.pretraining_steps}x{scale.pretraining_batch}-seed{seed}")
 
@@ -111,6 +113,9 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
     budget = _budget_key(scale, options.seed)
     command = " ".join(shlex.quote(a) for a in [os.path.basename(sys.argv[0] or "run_study")]
                        + sys.argv[1:])
+    # Fine-tuning cells of another fine-tuning budget are other cells.
+    ft_budget = (f"e{scale.finetuning_epochs:g}-b{scale.finetuning_batch}-"
+                 f"lr{scale.finetuning_lr:g}-n{scale.max_train_examples}")
     # The grid: one data cell, the distinct pretraining cells, the distinct fine-tuning cells.
     pre_cells: dict[str, object] = {}
     ft_cells: dict[str, tuple] = {}
@@ -120,7 +125,8 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
                 pre_cells.setdefault(v.pretraining_key, v)
             for task in scale.tasks:
                 for seed in seeds:
-                    ft_cells.setdefault(f"{v.finetuning_key}/{task}/seed{seed}", (v, task, seed))
+                    ft_cells.setdefault(f"{v.finetuning_key}/{task}/{ft_budget}/seed{seed}",
+                                        (v, task, seed))
     total = 1 + len(pre_cells) + len(ft_cells)
     ran, skipped = [], []
     bar = tqdm(total=total, desc=f"study cells ({scale.name})", unit="cell")
@@ -178,7 +184,7 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
                              "cell": f"pretraining/{budget}/{v.pretraining_key}"})
             for task in scale.tasks:
                 for seed in seeds:
-                    key = f"{v.finetuning_key}/{task}/seed{seed}"
+                    key = f"{v.finetuning_key}/{task}/{ft_budget}/seed{seed}"
                     r = ft_results[key]
                     rows.append({"study": study.name, "variant": v.name, "task": task,
                                  "metric": r["metric"], "value": r["value"], "seed": seed,
