@@ -2,6 +2,8 @@
 import pytest
 import tensorflow as tf
 
+from bert_tf.errors import UserInputError
+
 from bert_tf.training.distribution import check_global_batch, check_tpu_paths, create_strategy
 from bert_tf.pretraining_data.tfrecord_reader import expand_input_files
 from bert_tf.training.pretraining_run import PretrainingRun, run_pretraining
@@ -28,7 +30,9 @@ def test_tpu_wiring_reaches_the_resolver():
             seen.update(tpu=tpu, zone=zone, project=project)
             raise RuntimeError("no TPU here")
 
-    with pytest.raises(RuntimeError, match="no TPU here"):
+    # the resolver's failure becomes one line naming the flag (no TPU on this machine)
+    with pytest.raises(UserInputError, match=r"--tpu_name=my-tpu: cannot reach the TPU "
+                                             r"\(RuntimeError: no TPU here\)"):
         create_strategy("tpu", tpu_name="my-tpu", tpu_zone="us-central1-b", gcp_project="p",
                         tpu_resolver_factory=Resolver)
     assert seen == {"tpu": "my-tpu", "zone": "us-central1-b", "project": "p"}
