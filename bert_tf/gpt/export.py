@@ -15,12 +15,14 @@
       choice (context [B], choices [B, C]).
 
   Raw text is encoded in the graph by bert_tf's WordPiece `InGraphTokenizer` (mode "exact":
-  classic tensorflow-text ops only; same ids as `FullTokenizer`, see docs/tokenization.md) and
-  packed by the paper's transformations like `bert_tf.gpt.input_transforms`, each text cut to its
-  first `max_text_length` tokens (default: the budget that always fits, (S - specials) // texts,
-  as the original's transform_roc cut) — where the Python path refuses a too-long row, the
-  export cuts it. A model with the original BPE vocabulary is exported with `serving_ids` only:
-  the in-graph BPE (bert_tf/gpt/bpe_in_graph.py) has not landed yet; encode with `TextEncoder`.
+  classic tensorflow-text ops only; same ids as `FullTokenizer`, see docs/tokenization.md) or, for
+  the original BPE vocabulary, by `bert_tf.gpt.bpe_in_graph.InGraphBpeEncoder` (exact BPE and
+  text_standardize; ftfy and spaCy approximated except on the chunks of its chunk table, built
+  from texts like the served ones: see docs/gpt_tokenization.md), and packed by the paper's
+  transformations like `bert_tf.gpt.input_transforms`, each text cut to its first
+  `max_text_length` tokens (default: the budget that always fits, (S - specials) // texts, as the
+  original's transform_roc cut) — where the Python path refuses a too-long row, the export cuts
+  it. Without a text encoder the export has `serving_ids` only (also as `serving_default`).
 
 Signatures run with training=False, are not XLA-compiled, and track the model's variables, not
 the Keras object (Keras 3 would add a float32 signature of its own), as BERT's exports
@@ -90,15 +92,16 @@ class GptClassifierServingModule(_ModelModule):
       seq_length: S of the raw-text signature (<= n_ctx).
       label_list: class names in label-id order (adds a `labels` output); None for multiple
         choice or when unknown.
-      vocab_file: WordPiece vocab of the model (adds the raw-text `serving_default`); None for a
-        BPE model (token ids only).
+      vocab_file: WordPiece vocab of the model (adds the raw-text `serving_default`).
+      bpe_encoder: an `InGraphBpeEncoder` for a BPE model (adds the raw-text signature);
+        None with no vocab_file: token ids only.
       do_lower_case: as the WordPiece tokenizer's.
       max_text_length: cut of every text in the raw-text signature (None: the budget).
     """
 
     def __init__(self, model: keras.Model, seq_length: int, label_list=None,
                  vocab_file: str | None = None, do_lower_case: bool = True,
-                 max_text_length: int | None = None):
+                 max_text_length: int | None = None, bpe_encoder=None):
         import json
 
         from bert_tf.export.preprocessor import ensure_input_shape
@@ -135,10 +138,16 @@ class GptClassifierServingModule(_ModelModule):
 
         self.serving_ids = serving_ids
         self.serving_default = None
-        if vocab_file is None:
+        if vocab_file is not None:
+            from bert_tf.tokenization.in_graph import InGraphTokenizer
+            self.tokenizer = InGraphTokenizer(vocab_file, do_lower_case=do_lower_case,
+                                              mode="exact")
+            encode = self.tokenizer.tokenize
+        elif bpe_encoder is not None:
+            self.tokenizer = bpe_encoder
+            encode = bpe_encoder.encode
+        else:
             return
-        from bert_tf.tokenization.in_graph import InGraphTokenizer
-        self.tokenizer = InGraphTokenizer(vocab_file, do_lower_case=do_lower_case, mode="exact")
         start, delim, extract = specials.start, specials.delimiter, specials.classify
         cut, width = self.max_text_length, self.seq_length
 
@@ -156,7 +165,7 @@ class GptClassifierServingModule(_ModelModule):
             return tf.concat(pieces, axis=1).to_tensor(0, shape=[None, width])
 
         def tokens(texts):
-            return tf.cast(self.tokenizer.tokenize(texts), tf.int32)
+            return tf.cast(encode(texts), tf.int32)
 
         if model.task == "classification":
             @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
@@ -188,17 +197,26 @@ def export_gpt_classifier_savedmodel(model: keras.Model, export_dir: str, versio
                                      seq_length: int | None = None, label_list=None,
                                      vocab_file: str | None = None, do_lower_case: bool = True,
                                      max_text_length: int | None = None,
-                                     overwrite: bool = False) -> str:
+                                     overwrite: bool = False, encoder_path: str | None = None,
+                                     bpe_path: str | None = None, bpe_corpus=()) -> str:
     """Exports a fine-tuned `GptClassifier` as `<export_dir>/<version>/` (TF Serving layout),
     written atomically and checked servable first (op allowlist, dense outputs, no XLA).
 
-    Args: see `GptClassifierServingModule` (seq_length default: n_ctx). Returns the version
-    folder. Raises ExportError for an existing version without `overwrite`.
+    Args: see `GptClassifierServingModule` (seq_length default: n_ctx); `encoder_path` +
+    `bpe_path` (the original BPE files) give a raw-text signature through `InGraphBpeEncoder`,
+    whose chunk table is built (with ftfy and spaCy, the [gpt] extra) from `bpe_corpus`, texts
+    like the served ones. Returns the version folder. Raises ExportError for an existing version
+    without `overwrite`.
     """
     from bert_tf.export.savedmodel_io import save_versioned_savedmodel
     from bert_tf.export.serving_compat import assert_servable
+    bpe_encoder = None
+    if vocab_file is None and encoder_path and bpe_path:
+        from bert_tf.gpt.bpe_in_graph import InGraphBpeEncoder
+        bpe_encoder = InGraphBpeEncoder.from_text_encoder(encoder_path, bpe_path,
+                                                          corpus=bpe_corpus)
     module = GptClassifierServingModule(model, seq_length or model.config.n_ctx, label_list,
-                                        vocab_file, do_lower_case, max_text_length)
+                                        vocab_file, do_lower_case, max_text_length, bpe_encoder)
     signatures = {"serving_ids": module.serving_ids}
     if module.serving_default is not None:
         signatures["serving_default"] = module.serving_default

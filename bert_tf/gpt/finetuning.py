@@ -260,7 +260,8 @@ class GptClassifierRunOptions(DistributionOptions):
       keep_checkpoint_max: How many recent checkpoints to keep.
       seed: Seed of the example shuffle, input pipeline, new weights and dropout.
       export_dir: Also export the fine-tuned classifier as a serving SavedModel
-        <export_dir>/1 (raw-text serving_default with --vocab_file; serving_ids always).
+        <export_dir>/1 (raw-text serving_default with the in-graph WordPiece or BPE encoder;
+        serving_ids always).
     """
 
     task_name: str
@@ -369,6 +370,19 @@ def _load_splits(task: str, opts: GptClassifierRunOptions) -> tuple[dict, list[s
 def _suffix(name: str) -> str:
     """File-name suffix of a split, as run_classifier's: "" or "_mismatched" (MNLI)."""
     return "_mismatched" if name.endswith("mismatched") else ""
+
+
+def _served_texts(splits: dict, limit: int = 5000) -> list[str]:
+    """Up to `limit` texts of the task (for the in-graph BPE's chunk table)."""
+    texts: list[str] = []
+    for rows in [splits["train"], *splits["dev"], *splits["test"]]:
+        if rows is None:
+            continue
+        for parts in rows.texts:
+            texts.extend(parts)
+        for choices in rows.choices or []:
+            texts.extend(choices)
+    return texts[:limit]
 
 
 def run_gpt_classifier(opts: GptClassifierRunOptions) -> dict:
@@ -511,6 +525,7 @@ def run_gpt_classifier(opts: GptClassifierRunOptions) -> dict:
         result["export_dir"] = export_gpt_classifier_savedmodel(
             model, opts.export_dir, 1, seq_length=opts.max_seq_length, label_list=labels,
             vocab_file=opts.vocab_file, do_lower_case=opts.do_lower_case,
-            max_text_length=opts.max_text_length or None)
+            max_text_length=opts.max_text_length or None, encoder_path=opts.encoder_path,
+            bpe_path=opts.bpe_path, bpe_corpus=_served_texts(splits))
         logging.info("Exported the classifier SavedModel to %s", result["export_dir"])
     return result

@@ -136,3 +136,43 @@ def test_bpe_model_exports_token_ids_and_passes_the_c_loader(vocab, rows, tmp_pa
     assert proc.returncode == 0
     assert isinstance(responses[0], str) and "compatible" in responses[0]
     np.testing.assert_allclose(responses[1]["logits"], expected, atol=1e-5, rtol=0)
+
+
+def test_bpe_raw_text_signature_equals_the_python_encoder_path(rows, tmp_path):
+    """The original BPE vocabulary: the raw-text signature encodes with InGraphBpeEncoder (chunk
+    table built from the served texts) and gives the Python path's logits (TextEncoder)."""
+    fixtures = pathlib.Path(os.environ.get(
+        "BERT_TF_GPT_FIXTURES", PROJECT_ROOT.parent / "shared" / "fixtures" / "original_gpt"))
+    encoders = sorted((fixtures / "bpe").glob("encoder_bpe_*.json"))
+    merges = sorted((fixtures / "bpe").glob("vocab_*.bpe"))
+    if not encoders or not merges:
+        pytest.skip(f"needs the original BPE files in {fixtures / 'bpe'}")
+    for module in ("ftfy", "spacy"):
+        pytest.importorskip(module, reason=f"the BPE encoder needs {module} ([gpt] extra)")
+    import keras
+    from bert_tf.export.serving_compat import check_serving_compatibility
+    from bert_tf.gpt.config import GptConfig
+    from bert_tf.gpt.export import export_gpt_classifier_savedmodel
+    from bert_tf.gpt.finetuning import TaskRows, transform_rows
+    from bert_tf.gpt.input_transforms import SpecialTokens
+    from bert_tf.gpt.task_model import GptClassifier
+    from bert_tf.gpt.text_encoder import TextEncoder
+    encoder = TextEncoder(encoders[0], merges[0])
+    keras.utils.set_random_seed(5)
+    config = GptConfig(n_vocab=len(encoder.encoder), n_special=3, n_ctx=64, n_embd=32,
+                       n_head=2, n_layer=1)
+    model = GptClassifier(config, task="entailment", num_classes=2, name="gpt_classifier")
+    texts = [t for pair in rows for t in pair]
+    path = export_gpt_classifier_savedmodel(model, str(tmp_path / "bpe"), 1, seq_length=SEQ,
+                                            encoder_path=str(encoders[0]),
+                                            bpe_path=str(merges[0]), bpe_corpus=texts)
+    assert check_serving_compatibility(path).ok
+    split = TaskRows("t", "rows", [list(r) for r in rows], None, np.zeros(len(rows), np.int32),
+                     [])
+    arrays = transform_rows(split, "entailment", encoder, SEQ, SpecialTokens.for_config(config),
+                            (SEQ - 3) // 2)
+    expected = model({"token_ids": arrays["token_ids"]}, training=False)["logits"].numpy()
+    import tensorflow_text  # noqa: F401
+    out = tf.saved_model.load(path).signatures["serving_default"](
+        text_a=tf.constant([a for a, _ in rows]), text_b=tf.constant([b for _, b in rows]))
+    np.testing.assert_allclose(out["logits"].numpy(), expected, atol=1e-5, rtol=0)
