@@ -20,7 +20,8 @@ own checkpoints inside a stage):
 4. `finetuning`: the topic task from the pretrained BERT, from the pretrained GPT
    (`GptClassifier`, classification transform, lm_coef 0.5) and from scratch (BERT, random
    init), for each seed (`train_model` / `predict_arrays`); held-out accuracy per model and seed.
-5. `export`: the fine-tuned BERT classifier (first seed) as a SavedModel with its raw-text
+5. `export`: the fine-tuned BERT classifier (the BERT run with the best held-out accuracy) as a
+   SavedModel with its raw-text
    signature, loaded by the TF C API loader harness (TF Serving's loader) and asked a few raw
    texts; its probabilities are compared with Python's.
 6. `report`: `curves.png`, `report.md`, `summary.json` and the summary table.
@@ -507,7 +508,9 @@ def _export_stage(run: RunFolder, o: QuickstartOptions, data: dict, finetuning: 
     from bert_tf.tokenization import FullTokenizer
     from bert_tf.training.finetuning import init_model, predict_arrays
 
-    first = next(r for r in finetuning["runs"] if r["model"] == "bert_pretrained")
+    # The BERT classifier that answers best on the held-out topics (ties: pretrained, seed order).
+    bert_runs = [r for r in finetuning["runs"] if r["model"].startswith("bert")]
+    first = max(bert_runs, key=lambda r: r["held_out_accuracy"])
     export_dir = export_savedmodel(ExportOptions(
         model_type="classifier", export_dir=run.path("export", "topic_classifier"), version=1,
         bert_config_file=run.path("bert_config.json"), init_checkpoint=first["checkpoint"],
@@ -531,7 +534,9 @@ def _export_stage(run: RunFolder, o: QuickstartOptions, data: dict, finetuning: 
     python /= python.sum(-1, keepdims=True)
     labels = [r["labels"][0].decode() if isinstance(r["labels"][0], bytes) else str(r["labels"][0])
               for r in responses] if "labels" in responses[0] else []
-    return {"export_dir": os.path.relpath(export_dir, run.root), "harness": "C API loader "
+    return {"model": FINETUNE_LABELS[first["model"]], "seed": first["seed"],
+            "held_out_accuracy": first["held_out_accuracy"],
+            "export_dir": os.path.relpath(export_dir, run.root), "harness": "C API loader "
             "(TF_LoadSessionFromSavedModel, as tensorflow_model_server)",
             "requests": [{"text": t, "label": lab, "probabilities": [round(float(p), 4)
                                                                     for p in served[i]]}

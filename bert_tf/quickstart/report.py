@@ -89,8 +89,9 @@ def summary_table(summary: dict) -> str:
                      f"held-out accuracy {acc['mean']:.3f} ({seeds}; chance "
                      f"{f['chance']:.3f})"))
     rows.append(("export + C API loader", e["export_dir"],
-                 f"{len(e['requests'])} raw-text requests, max |p - p_python| "
-                 f"{e['max_abs_diff_vs_python']:.1e}"))
+                 f"{e['model']} seed {e['seed']}: {len(e['requests'])} raw-text requests -> "
+                 + ", ".join(r["label"] for r in e["requests"])
+                 + f"; max |p - p_python| {e['max_abs_diff_vs_python']:.1e}"))
     total = sum(summary["seconds"].values())
     rows.append(("wall time", f"{total:.0f} s", ", ".join(
         f"{k} {v:.0f} s" for k, v in summary["seconds"].items())))
@@ -148,8 +149,9 @@ def report_markdown(summary: dict) -> str:
         *(f"| {a['label']} | " + ", ".join(f"seed {s}: {v:.3f}" for s, v in a["per_seed"].items())
           + f" | {a['mean']:.3f} |" for a in f["accuracy"].values()), "",
         "## Export", "",
-        f"`{e['export_dir']}`: the fine-tuned BERT classifier (pretrained, first seed) with its "
-        f"raw-text signature, loaded by the {e['harness']}; largest difference of its "
+        f"`{e['export_dir']}`: the fine-tuned BERT classifier with the best held-out accuracy "
+        f"({e['model']}, seed {e['seed']}: {e['held_out_accuracy']:.3f}) with its raw-text "
+        f"signature, loaded by the {e['harness']}; largest difference of its "
         f"probabilities from Python's: {e['max_abs_diff_vs_python']:.1e}.", "",
         "| request | label | probabilities |", "|---|---|---|",
         *(f"| {r['text']} | {r['label']} | {', '.join(f'{p:.3f}' for p in r['probabilities'])} |"
