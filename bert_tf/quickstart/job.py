@@ -18,8 +18,9 @@ own checkpoints inside a stage):
    vocab (`GptModel`'s LM loss, `OpenAIAdam`, the shared loop `training.finetuning.train_model`),
    held-out perplexity before and after -> `gpt_model/` (the original params_*.npy format).
 4. `finetuning`: the topic task from the pretrained BERT, from the pretrained GPT
-   (`GptClassifier`, classification transform, lm_coef 0.5) and from scratch (BERT, random
-   init), for each seed (`train_model` / `predict_arrays`); held-out accuracy per model and seed.
+   (`GptClassifier`, classification transform, lm_coef 0.5) and from scratch (the same BERT and
+   GPT-1, random init), for each seed (`train_model` / `predict_arrays`); held-out accuracy per
+   model and seed.
 5. `export`: the fine-tuned BERT classifier (the BERT run with the best held-out accuracy) as a
    SavedModel with its raw-text
    signature, loaded by the TF C API loader harness (TF Serving's loader) and asked a few raw
