@@ -90,7 +90,19 @@ def test_mrpc_similarity_trains_and_evaluates_with_the_official_metric(data, tmp
     from bert_tf.gpt.finetuning import run_gpt_classifier
     out = tmp_path / "mrpc"
     result = run_gpt_classifier(_opts(data, "mrpc", out, num_train_epochs=2.0,
-                                           max_text_length=30))
+                                           max_text_length=30,
+                                           export_dir=str(tmp_path / "export")))
+    assert (tmp_path / "export" / "1" / "saved_model.pb").exists()
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401 (the in-graph tokenizer's ops)
+    served = tf.saved_model.load(str(tmp_path / "export" / "1"))
+    assert {"serving_default", "serving_ids"} <= set(served.signatures)
+    probs = served.signatures["serving_default"](
+        text_a=tf.constant(["A good film ."]), text_b=tf.constant(["A fine film ."]))
+    assert probs["probabilities"].shape == (1, 2)
+    with pytest.raises(UserInputError, match="version 1 exists"):
+        run_gpt_classifier(_opts(data, "mrpc", tmp_path / "other", do_train=False,
+                                 export_dir=str(tmp_path / "export")))
     assert result["kind"] == "similarity"
     train = result["train"]
     assert train["global_step"] == 12 and len(train["history"]) == 12  # 48 / 8 * 2
