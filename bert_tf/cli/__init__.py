@@ -156,4 +156,13 @@ def run_tool(main_fn: Callable[[Any], Any], options_class: type,
         if report is not None:
             report(result)
 
-    app.run(_main, argv=argv)
+    def _parse_flags(args: list[str]) -> list[str]:
+        # absl's own parser prints "FATAL Flags parsing error" and a hint on two lines; a bad
+        # flag is a user error like any other: one line, exit 1.
+        try:
+            return flag_values(args)
+        except flags.Error as e:
+            print(f"error: {e}", file=sys.stderr)
+            sys.exit(1)
+
+    app.run(_main, argv=argv, flags_parser=_parse_flags)

@@ -5,6 +5,10 @@
   # any original-format checkpoint -> a re-written one (encoder + heads, no optimizer slots)
   bert-tf-convert-checkpoint --direction=original_to_original --bert_config_file=bert_config.json \
       --input=model.ckpt-10000 --output=out/bert_model.ckpt
+  # GPT-1: OpenAI's params folder (params_shapes.json + params_0..9.npy) <-> a .keras GptModel
+  bert-tf-convert-checkpoint --direction=gpt_original_to_keras --gpt_config_file=gpt_config.json \
+      --input=finetune-transformer-lm/model --output=gpt.keras
+  bert-tf-convert-checkpoint --direction=gpt_keras_to_original --input=gpt.keras --output=params_dir
 """
 from __future__ import annotations
 
@@ -25,8 +29,11 @@ class ConvertCheckpointOptions:
     input: str = option(help="Source: HF model folder / .safetensors file, or a checkpoint.")
     output: str = option(help="Checkpoint prefix to write, e.g. out/bert_model.ckpt.")
     direction: str = option("hf_to_original", "What to convert.",
-                            choices=("hf_to_original", "original_to_original"))
+                            choices=("hf_to_original", "original_to_original",
+                                     "gpt_original_to_keras", "gpt_keras_to_original"))
     bert_config_file: str | None = option(None, "bert_config.json (original_to_original only).")
+    gpt_config_file: str | None = option(
+        None, "GPT-1 config JSON (n_vocab, n_ctx, n_embd, ...; gpt_original_to_keras only).")
     overwrite: bool = option(False, "Replace an existing checkpoint at --output.")
 
 
@@ -36,6 +43,12 @@ def convert(opts: ConvertCheckpointOptions) -> str:
                                      save_original_checkpoint)
     from bert_tf.modeling import BertConfig, BertPretrainer
 
+    from bert_tf import io_utils
+    if not io_utils.exists(opts.input):
+        raise UserInputError(f"--input={opts.input}: no such file or folder (expected the source "
+                             f"of --direction={opts.direction})")
+    if opts.direction in ("gpt_original_to_keras", "gpt_keras_to_original"):
+        return _convert_gpt(opts)
     if opts.direction == "hf_to_original":
         prefix, config = convert_huggingface_to_original(opts.input, opts.output,
                                                          overwrite=opts.overwrite)
@@ -51,6 +64,23 @@ def convert(opts: ConvertCheckpointOptions) -> str:
     save_original_checkpoint(model, opts.output, overwrite=opts.overwrite)
     logging.info("Wrote %s with %d variables (%d newly initialised head variables)", opts.output,
                  len(report["loaded"]) + len(report["initialized"]), len(report["initialized"]))
+    return opts.output
+
+
+def _convert_gpt(opts: ConvertCheckpointOptions) -> str:
+    """The GPT-1 directions: OpenAI's original params folder <-> a `.keras` GptModel."""
+    from bert_tf.gpt.config import GptConfig
+    from bert_tf.gpt.params_io import keras_to_original_params, original_params_to_keras
+
+    if opts.direction == "gpt_keras_to_original":
+        keras_to_original_params(opts.input, opts.output, overwrite=opts.overwrite)
+        logging.info("Wrote the original params folder %s", opts.output)
+        return opts.output
+    if not opts.gpt_config_file:
+        raise UserInputError("--gpt_config_file is required for --direction=gpt_original_to_keras")
+    original_params_to_keras(opts.input, GptConfig.from_json_file(opts.gpt_config_file),
+                             opts.output)
+    logging.info("Wrote %s", opts.output)
     return opts.output
 
 

@@ -46,6 +46,10 @@ def extract(opts: ExtractFeaturesOptions) -> int:
     if opts.strategy_name != "one_device":
         logging.warning("--use_tpu/--distribution_strategy are ignored by extract_features; "
                         "running on the local devices")
+    from bert_tf import io_utils
+    if io_utils.isdir(opts.output_file):
+        raise UserInputError(f"--output_file={opts.output_file} is a folder; expected a file "
+                             "path for the JSON-lines features")
     config, tokenizer, encoder = load_bert(opts.bert_config_file, opts.vocab_file,
                                            opts.init_checkpoint, opts.do_lower_case)
     if opts.max_seq_length > config.max_position_embeddings:

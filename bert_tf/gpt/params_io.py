@@ -231,6 +231,10 @@ def keras_to_original_params(model_path: str | os.PathLike, params_folder: str |
     """A `.keras` file of a `GptModel` (or a `GptClassifier`: its transformer) -> original
     params folder."""
     import keras
+
+    # Keras 3 does not import a saved class's module: register the GPT classes first.
+    import bert_tf.gpt.model  # noqa: F401
+    import bert_tf.gpt.task_model  # noqa: F401
     path = os.fspath(model_path)
     if not os.path.exists(path):
         raise OriginalParamsError(f"{path}: no such .keras file")
