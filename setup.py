@@ -46,6 +46,9 @@ setup(
         "safetensors",
         # Draws <output_dir>/curves.png of every training run (bert_tf.plotting): a core feature.
         "matplotlib",
+        # Progress bars with ETA where no Keras/TensorFlow is loaded (pretraining data, GPT-1 LM
+        # data): the well-kept library for the job (was only a transitive dependency).
+        "tqdm",
         "numpy",
     ],
     extras_require={

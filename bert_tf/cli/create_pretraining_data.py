@@ -59,7 +59,7 @@ def create(run: CreatePretrainingDataRun) -> None:
         create_pretraining_data(run.input_file, run.output_file, tokenizer, options,
                                 skip_invalid_lines=run.skip_invalid_lines,
                                 allow_prediction_cap=run.allow_prediction_cap,
-                                vocab_file=run.vocab_file)
+                                vocab_file=run.vocab_file, progress=True)
     else:
         create_pretraining_data_sharded(
             run.input_file, run.output_file, run.vocab_file, run.do_lower_case, options,

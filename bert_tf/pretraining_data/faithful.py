@@ -78,7 +78,7 @@ def create_pretraining_data(input_files: str | Sequence[str], output_files: str 
                             tokenizer, options: PretrainingDataOptions | None = None, *,
                             rng: random.Random | None = None, skip_invalid_lines: bool = False,
                             allow_prediction_cap: bool = False, log_examples: int = 20,
-                            vocab_file: str = "<vocab>") -> dict:
+                            vocab_file: str = "<vocab>", progress: bool = False) -> dict:
     """Runs the original pipeline: read + tokenize all documents, make all instances, shuffle,
     write round-robin.
 
@@ -94,6 +94,8 @@ def create_pretraining_data(input_files: str | Sequence[str], output_files: str 
       allow_prediction_cap: see PretrainingDataOptions.validate.
       log_examples: how many of the first instances to log (20 in the original).
       vocab_file: named in error messages.
+      progress: tqdm bars (count, rate, ETA) on stderr while instances are made and written;
+        the output is the same either way.
 
     Returns:
       summary dict: documents, instances, tokens, masked positions, truncations, IsNext/NotNext
@@ -140,18 +142,27 @@ def create_pretraining_data(input_files: str | Sequence[str], output_files: str 
                               inst.masked_lm_ids, 1 if inst.is_random_next else 0)
 
     stats = InstanceStats()
-    records = create_training_instances(documents, options, vocab, rng, to_record, stats)
+    records = create_training_instances(documents, options, vocab, rng, to_record, stats,
+                                        progress=progress)
     del documents
 
     logging.info("*** Writing to output files ***")
     for path in outputs:
         logging.info("  %s", path)
     inv_vocab = tokenizer.inv_vocab
+    bar = None
+    if progress:
+        from tqdm import tqdm
+        bar = tqdm(total=len(records), unit="instance", desc="writing", mininterval=1.0)
     with RoundRobinWriter(outputs) as writer:
         for index, record in enumerate(records):
             writer.write(record)
             if index < log_examples:
                 log_example(record, inv_vocab)
+            if bar is not None:
+                bar.update(1)
+    if bar is not None:
+        bar.close()
     logging.info("Wrote %d total instances", len(records))
     summary = {"mode": "faithful", **stats.to_dict(),
                "invalid_lines_skipped": read_stats.invalid_lines,
