@@ -20,6 +20,7 @@ def _run(*args: str) -> subprocess.CompletedProcess:
                           timeout=300)
 
 
+@pytest.mark.slow  # four tool processes, each importing TensorFlow: ~60 s
 def test_export_versions_and_refusals(fixture_model, tmp_path):
     base = tmp_path / "preprocessor"
     args = ["--model_type=preprocessor", f"--vocab_file={fixture_model['vocab_file']}",

@@ -199,6 +199,7 @@ def test_hub_api_in_python(fixture_model):
     _check_hub_api(module, tokenizer, texts, texts[::-1])
 
 
+@pytest.mark.slow  # three loads of the export (tf.saved_model, hub.load, hub.KerasLayer): ~36 s
 def test_exported_hub_api_with_saved_model_load_and_hub_keras_layer(exports, fixture_model):
     import tensorflow_text  # noqa: F401  (registers the ops the SavedModel uses)
 
