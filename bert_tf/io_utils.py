@@ -363,3 +363,16 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     with atomic_output_path(path) as tmp:
         with open_file(tmp, "wb") as f:
             f.write(data)
+
+
+def pid_alive(pid: int) -> bool:
+    """True if process `pid` still runs on this machine (its temporary files are still in use)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True

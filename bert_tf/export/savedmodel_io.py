@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Callable
 from absl import logging
 
 from bert_tf.errors import UserInputError
+from bert_tf.io_utils import pid_alive
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -153,18 +154,6 @@ def check_target_dir(target_dir: str | os.PathLike, overwrite: bool = False,
 _TEMP_NAME = re.compile(r"\.(?P<name>.+)\.(?P<kind>tmp|old)-(?P<pid>\d+)-.*")
 
 
-def _pid_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def recover_and_clean(target_dir: str | os.PathLike) -> list[str]:
     """Puts back a version an export killed between its two renames left aside (only where
     `target_dir` is missing), then removes the temporary folders of `target_dir` that processes
@@ -176,7 +165,7 @@ def recover_and_clean(target_dir: str | os.PathLike) -> list[str]:
     leftovers = []
     for entry in sorted(os.listdir(parent)):
         m = _TEMP_NAME.fullmatch(entry)
-        if m and m["name"] == name and not _pid_alive(int(m["pid"])):
+        if m and m["name"] == name and not pid_alive(int(m["pid"])):
             leftovers.append((m["kind"], os.path.join(parent, entry)))
     removed = []
     for kind, path in leftovers:

@@ -22,6 +22,8 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
+from bert_tf.io_utils import pid_alive
+
 FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions",
                  "masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
 
@@ -384,17 +386,6 @@ def temporary_path(path: str) -> str:
     return os.path.join(directory, f".{name}.tmp-{os.getpid()}")
 
 
-def _pid_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's live process
-        return True
-    return True
-
 
 def remove_stale_temporaries(path: str) -> list[str]:
     """Deletes `.<name>.tmp-<pid>` files of `path` left by processes that no longer run (a
@@ -406,7 +397,7 @@ def remove_stale_temporaries(path: str) -> list[str]:
     removed = []
     for entry in os.listdir(directory):
         m = pattern.fullmatch(entry)
-        if m and not _pid_alive(int(m.group(1))):
+        if m and not pid_alive(int(m.group(1))):
             with contextlib.suppress(FileNotFoundError):
                 os.remove(os.path.join(directory, entry))
             removed.append(os.path.join(directory, entry))
