@@ -37,10 +37,8 @@ a shard is finished when its records and its stats both exist under their final 
 """
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import json
-import multiprocessing
 import os
 import random
 import time
@@ -51,7 +49,7 @@ from absl import logging
 from bert_tf.pretraining_data.options import PretrainingDataError
 from bert_tf.pretraining_data.rng import shard_seed
 from bert_tf.pretraining_data.scalable import _atomic_write_json, _is_finished, _iter_shards, \
-    _prepare_output, _sha256_file, _start_method, output_prefix, shard_path
+    _prepare_output, _sha256_file, output_prefix, run_shards, shard_path
 from bert_tf.pretraining_data.text_reader import LineSource, RawDocument, ReadStats, \
     expand_input_patterns
 from bert_tf.pretraining_data.writer import TFRecordShardWriter, _varint
@@ -370,7 +368,6 @@ def create_gpt_lm_data(input_files: str | Sequence[str], output_file: str, spec:
     bar = tqdm(total=sum(s.size for s in sources), unit="B", unit_scale=True,
                desc="create_gpt_lm_data", disable=not progress, dynamic_ncols=True)
     spans: dict = {}
-    last_end = 0
 
     def account(results: dict, was_skipped: bool) -> None:
         nonlocal written, skipped
@@ -391,46 +388,10 @@ def create_gpt_lm_data(input_files: str | Sequence[str], output_file: str, spec:
                  "with %d worker(s) ***", len(files), options.n_ctx, prefix, num_workers)
     shard_iter = _iter_shards(sources, read_stats, options.docs_per_shard, skip_invalid_lines)
     try:
-        if num_workers == 1:
-            worker = _LmShardWorker(*worker_args)
-            for shard in shard_iter:
-                spans[shard.index] = shard.input_bytes_end - last_end
-                last_end = shard.input_bytes_end
-                done = _finished_shard(prefixes, shard.index, fingerprints)
-                if done is not None:
-                    account(done, True)
-                    continue
-                account(worker(shard.index, shard.documents), False)
-        else:
-            ctx = multiprocessing.get_context(_start_method())
-            with concurrent.futures.ProcessPoolExecutor(
-                    num_workers, mp_context=ctx, initializer=_init_worker,
-                    initargs=worker_args) as pool:
-                running: set = set()
-                try:
-                    for shard in shard_iter:
-                        spans[shard.index] = shard.input_bytes_end - last_end
-                        last_end = shard.input_bytes_end
-                        done = _finished_shard(prefixes, shard.index, fingerprints)
-                        if done is not None:
-                            account(done, True)
-                            continue
-                        while len(running) >= pending_limit:
-                            finished, running = concurrent.futures.wait(
-                                running, return_when=concurrent.futures.FIRST_COMPLETED)
-                            for fut in finished:
-                                account(fut.result(), False)
-                        running.add(pool.submit(_run_in_worker, shard.index, shard.documents))
-                    for fut in concurrent.futures.as_completed(running):
-                        account(fut.result(), False)
-                    running = set()
-                except concurrent.futures.process.BrokenProcessPool:
-                    raise PretrainingDataError(
-                        f"a worker process died while writing shards of {prefix}; finished "
-                        "shards are kept: run the same command again to resume") from None
-                finally:
-                    for fut in running:
-                        fut.cancel()
+        run_shards(shard_iter, spans,
+                   lambda index: _finished_shard(prefixes, index, fingerprints), account,
+                   _LmShardWorker, worker_args, _init_worker, _run_in_worker, num_workers,
+                   pending_limit, prefix)
     finally:
         bar.close()
 

@@ -29,7 +29,7 @@ import os
 import re
 import sys
 import time
-from typing import Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from absl import logging
 
@@ -349,6 +349,65 @@ class _Progress:
             eta_text)
 
 
+def run_shards(shard_iter: Iterator, spans: dict, is_finished: Callable[[int], Any],
+               account: Callable[[Any, bool], None], worker_class: type, worker_args: tuple,
+               init_worker: Callable, run_in_worker: Callable, num_workers: int,
+               pending_limit: int, prefix: str) -> None:
+    """Writes every shard of `shard_iter` that is not finished yet, in this process (one
+    worker) or in a process pool with at most `pending_limit` shards in flight.
+
+    Args:
+      shard_iter: shards (`.index`, `.documents`, `.input_bytes_end`) in input order.
+      spans: filled with shard index -> input bytes the shard covers (for progress).
+      is_finished: shard index -> its earlier result if it is already written, else None.
+      account: called with (result, skipped) once per shard, skipped ones included.
+      worker_class, worker_args: the in-process worker, `worker_class(*worker_args)(index, docs)`.
+      init_worker, run_in_worker: the same worker for a pool (initializer / submitted function).
+      prefix: named in the error when a worker process dies.
+    """
+    last_end = 0
+
+    def pending() -> Iterator:
+        nonlocal last_end
+        for shard in shard_iter:
+            spans[shard.index] = shard.input_bytes_end - last_end
+            last_end = shard.input_bytes_end
+            done = is_finished(shard.index)
+            if done is not None:
+                account(done, True)
+                continue
+            yield shard
+
+    if num_workers == 1:
+        worker = worker_class(*worker_args)
+        for shard in pending():
+            account(worker(shard.index, shard.documents), False)
+        return
+    ctx = multiprocessing.get_context(_start_method())
+    with concurrent.futures.ProcessPoolExecutor(num_workers, mp_context=ctx,
+                                                initializer=init_worker,
+                                                initargs=worker_args) as pool:
+        running: set = set()
+        try:
+            for shard in pending():
+                while len(running) >= pending_limit:
+                    finished, running = concurrent.futures.wait(
+                        running, return_when=concurrent.futures.FIRST_COMPLETED)
+                    for fut in finished:
+                        account(fut.result(), False)
+                running.add(pool.submit(run_in_worker, shard.index, shard.documents))
+            for fut in concurrent.futures.as_completed(running):
+                account(fut.result(), False)
+            running = set()
+        except concurrent.futures.process.BrokenProcessPool:
+            raise PretrainingDataError(
+                f"a worker process died while writing shards of {prefix}; finished shards "
+                "are kept: run the same command again to resume") from None
+        finally:
+            for fut in running:
+                fut.cancel()
+
+
 def create_pretraining_data_sharded(
         input_files: str | Sequence[str], output_file: str, vocab_file: str,
         do_lower_case: bool = True, options: PretrainingDataOptions | None = None, *,
@@ -407,7 +466,6 @@ def create_pretraining_data_sharded(
     pending_limit = max_pending_shards or 2 * num_workers
     lines_without_tokens = 0
     spans: dict = {}
-    last_end = 0
 
     def account(result: dict, skipped: bool) -> None:
         nonlocal shards_written, shards_skipped, lines_without_tokens
@@ -425,46 +483,10 @@ def create_pretraining_data_sharded(
     logging.info("*** Reading from %d input file(s), writing shards %s-NNNNN.tfrecord with %d "
                  "worker(s) ***", len(files), prefix, num_workers)
     shard_iter = _iter_shards(sources, read_stats, docs_per_shard, skip_invalid_lines)
-    if num_workers == 1:
-        worker = _ShardWorker(*worker_args)
-        for shard in shard_iter:
-            spans[shard.index] = shard.input_bytes_end - last_end
-            last_end = shard.input_bytes_end
-            done = _is_finished(prefix, shard.index, fingerprint, require_checksum=True)
-            if done is not None:
-                account(done, True)
-                continue
-            account(worker(shard.index, shard.documents), False)
-    else:
-        ctx = multiprocessing.get_context(_start_method())
-        with concurrent.futures.ProcessPoolExecutor(num_workers, mp_context=ctx,
-                                                    initializer=_init_worker,
-                                                    initargs=worker_args) as pool:
-            running: set = set()
-            try:
-                for shard in shard_iter:
-                    spans[shard.index] = shard.input_bytes_end - last_end
-                    last_end = shard.input_bytes_end
-                    done = _is_finished(prefix, shard.index, fingerprint, require_checksum=True)
-                    if done is not None:
-                        account(done, True)
-                        continue
-                    while len(running) >= pending_limit:
-                        finished, running = concurrent.futures.wait(
-                            running, return_when=concurrent.futures.FIRST_COMPLETED)
-                        for fut in finished:
-                            account(fut.result(), False)
-                    running.add(pool.submit(_run_in_worker, shard.index, shard.documents))
-                for fut in concurrent.futures.as_completed(running):
-                    account(fut.result(), False)
-                running = set()
-            except concurrent.futures.process.BrokenProcessPool:
-                raise PretrainingDataError(
-                    f"a worker process died while writing shards of {prefix}; finished shards "
-                    "are kept: run the same command again to resume") from None
-            finally:
-                for fut in running:
-                    fut.cancel()
+    run_shards(shard_iter, spans,
+               lambda index: _is_finished(prefix, index, fingerprint, require_checksum=True),
+               account, _ShardWorker, worker_args, _init_worker, _run_in_worker, num_workers,
+               pending_limit, prefix)
     tracker.log(force=True)
 
     shard_files.sort()
