@@ -51,11 +51,18 @@ class ClassifierRunOptions(EvaluatingRunOptions):
     train/dev layout, instead of the task's dev set), `xnli_language`, `diagnostic_file` (GLUE
     AX, predicted with an MNLI model), `keep_checkpoint_max` and the distribution flags."""
 
+    # Not required flags here: --bert_hub_module_handle carries the config and vocab instead.
+    bert_config_file: str | None = option(
+        None, "The config json file corresponding to the pre-trained BERT model. This specifies "
+        "the model architecture. Not needed with --bert_hub_module_handle.")
+    vocab_file: str | None = option(None, "The vocabulary file that the BERT model was trained "
+                                    "on. Not needed with --bert_hub_module_handle.")
     _: dataclasses.KW_ONLY
     task_name: str = option(help="The name of the task to train: cola, sst-2, mrpc, sts-b, qqp, "
                             "mnli, qnli, rte, wnli, xnli or imdb (case-insensitive).")
-    data_dir: str = option(help="The input data dir. Should contain the .tsv files (or other "
-                           "data files) for the task.")
+    data_dir: str | None = option(None, "The input data dir. Should contain the .tsv files (or "
+                                  "other data files) for the task. Not needed with "
+                                  "--tfds_data_dir.")
     dev_file: str | None = option(None, "Evaluate on this tsv (the task's train/dev layout) "
                                   "instead of the task's dev set (IMDb: instead of the held-out "
                                   "10%).")
@@ -121,8 +128,13 @@ def validate_options(opts: ClassifierRunOptions, config=None) -> None:
             raise UserInputError(f"--tfds_data_dir={opts.tfds_data_dir} is not a directory")
     elif not opts.data_dir or not io_utils.isdir(opts.data_dir):
         raise UserInputError(f"--data_dir={opts.data_dir} is not a directory")
+    if not opts.bert_config_file or not opts.vocab_file:
+        raise UserInputError(
+            "no model: give --bert_config_file and --vocab_file (the pretrained model's files), "
+            "or --bert_hub_module_handle (a module carrying both); missing: --"
+            + (" and --".join(n for n in ("bert_config_file", "vocab_file") if not getattr(opts, n))))
     for name in ("bert_config_file", "vocab_file"):
-        if not getattr(opts, name) or not io_utils.exists(getattr(opts, name)):
+        if not io_utils.exists(getattr(opts, name)):
             raise UserInputError(f"--{name}={getattr(opts, name)} does not exist")
 
 

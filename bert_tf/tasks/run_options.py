@@ -17,14 +17,18 @@ from bert_tf.training.distribution import DistributionOptions
 
 @dataclasses.dataclass
 class FinetuningRunOptions(DistributionOptions):
-    """The flags shared by every fine-tuning script (the first three may be given positionally)."""
+    """The flags shared by every fine-tuning script (the first three may be given positionally;
+    all three are required flags, a task may re-declare the model files as optional)."""
 
-    bert_config_file: str = option(
-        help="The config json file corresponding to the pre-trained BERT model. This specifies "
-        "the model architecture.")
-    vocab_file: str = option(help="The vocabulary file that the BERT model was trained on.")
-    output_dir: str = option(help="The output directory where the model checkpoints, results "
-                             "and predictions will be written.")
+    # Required flags; the dataclass defaults (None) only let a task re-declare the model files
+    # as optional (run_classifier with --bert_hub_module_handle) while they stay positional.
+    bert_config_file: str | None = option(
+        None, "The config json file corresponding to the pre-trained BERT model. This specifies "
+        "the model architecture.", required=True)
+    vocab_file: str | None = option(None, "The vocabulary file that the BERT model was trained "
+                                    "on.", required=True)
+    output_dir: str = option(None, "The output directory where the model checkpoints, results "
+                             "and predictions will be written.", required=True)
     _: dataclasses.KW_ONLY
     init_checkpoint: str | None = option(
         None, "Initial checkpoint (usually from a pre-trained BERT model): original TF1 names "
