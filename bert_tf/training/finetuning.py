@@ -62,8 +62,9 @@ that the global-batch loss is Σ sums / Σ weights over the replicas exactly."""
 
 __all__ = ["ENCODER_INPUT_KEYS", "FinetuneOptions", "LossFn", "checkpoint_variable_map",
            "encoder_variable_map", "init_model", "is_encoder_savedmodel", "latest_checkpoint",
-           "load_checkpoint", "make_train_step", "num_train_and_warmup_steps", "predict_arrays",
-           "restore_for_prediction", "train_model", "training_state_map", "write_checkpoint"]
+           "load_checkpoint", "make_train_step", "model_strategy", "num_train_and_warmup_steps",
+           "predict_arrays", "restore_for_prediction", "train_model", "training_state_map",
+           "write_checkpoint"]
 
 
 @dataclasses.dataclass
@@ -469,67 +470,123 @@ def _plot_curves(output_dir: str) -> str | None:
 # ---------------------------------------------------------------------------------------------
 # Prediction
 # ---------------------------------------------------------------------------------------------
+def model_strategy(model) -> tf.distribute.Strategy:
+    """The `tf.distribute` strategy under whose scope `model`'s variables were created (the
+    current strategy when they are plain variables, e.g. a model built outside any scope)."""
+    for variable in model.variables[:1]:
+        value = variable if isinstance(variable, tf.Variable) else variable.value
+        strategy = getattr(value, "_distribute_strategy", None)
+        if strategy is not None:
+            return strategy
+    return tf.distribute.get_strategy()
+
+
+def _is_distributed(strategy: tf.distribute.Strategy) -> bool:
+    return (strategy.num_replicas_in_sync > 1 or is_tpu_strategy(strategy)
+            or strategy.extended._in_multi_worker_mode())  # noqa: SLF001 (TF's own check)
+
+
 def predict_arrays(model: keras.Model, arrays: Mapping[str, np.ndarray], batch_size: int,
                    output_keys: Sequence[str],
                    input_keys: Sequence[str] = ENCODER_INPUT_KEYS,
                    progress: bool = True,
-                   length_bucketing: bool = True) -> dict[str, np.ndarray]:
+                   length_bucketing: bool = True,
+                   strategy: Any = None) -> dict[str, np.ndarray]:
     """Runs the model (training=False) on every example, in order; the last partial batch is kept.
 
+    Prediction and evaluation run as training does: each global batch of `batch_size` examples
+    is split evenly across the strategy's replicas and the model runs under `strategy.run`
+    (`_predict_with_strategy`); the replicas' outputs are gathered back in example order. The
+    last partial batch is padded (repeating its last row) to the full batch, so that every
+    replica has the same static shape (as TPUs need) and the step is traced once; the padded
+    rows' outputs are dropped.
+
     Args:
-      model: built model.
+      model: built model (under the strategy's scope when the strategy has several replicas).
       arrays: name -> array [N, ...]; only `input_keys` are read.
-      batch_size: examples per forward pass.
+      batch_size: examples per forward pass, over all replicas (the original's
+        `--predict_batch_size` / `--eval_batch_size`); a multiple of the number of replicas.
       output_keys: which model outputs to return.
       input_keys: which arrays are model inputs.
       progress: show a Keras progress bar (examples done of N, with ETA) on stdout.
-      length_bucketing: with an `input_mask` among the inputs, run length-sorted batches cut to
-        their longest example rounded up to a multiple of 32, rows returned in the original
-        order (`bert_tf.tasks.length_batching.predict_length_bucketed`): the same outputs up to
-        float rounding; per-position outputs past a batch's length are -10000. False: every
-        batch at the arrays' full length.
+      length_bucketing: on one replica only, with an `input_mask` among the inputs, run
+        length-sorted batches cut to their longest example rounded up to a multiple of 32, rows
+        returned in the original order (`bert_tf.tasks.length_batching.predict_length_bucketed`):
+        the same outputs up to float rounding; per-position outputs past a batch's length are
+        -10000. False, or a strategy with several replicas or a TPU: every batch at the
+        arrays' full length.
+      strategy: None (the strategy `model`'s variables were created under, see
+        `model_strategy`), a `tf.distribute.Strategy`, a name or options (`resolve_strategy`).
 
     Returns:
-      output key -> NumPy array [N, ...] (the model's output rows concatenated).
+      output key -> NumPy array [N, ...] (the model's output rows in example order).
+
+    Raises:
+      ValueError: a batch size that is not positive or that the replicas cannot share, arrays
+        of different lengths, or an output the model does not have.
     """
     if batch_size <= 0:
         raise ValueError(f"batch_size must be positive, got {batch_size}")
     input_keys = tuple(input_keys)
     output_keys = tuple(output_keys)
     _check_arrays({k: arrays[k] for k in input_keys if k in arrays} or arrays, input_keys)
-    if length_bucketing and "input_mask" in input_keys:
+    strategy = model_strategy(model) if strategy is None else resolve_strategy(strategy)
+    if length_bucketing and "input_mask" in input_keys and not _is_distributed(strategy):
         from bert_tf.tasks.length_batching import predict_length_bucketed
 
         return predict_length_bucketed(model, arrays, batch_size, output_keys, input_keys,
                                        progress=progress)
+    return _predict_with_strategy(model, {k: np.asarray(arrays[k]) for k in input_keys},
+                                  batch_size, output_keys, strategy, progress)
 
-    @tf.function
-    def predict_step(batch):
+
+def _predict_with_strategy(model: keras.Model, inputs: Mapping[str, np.ndarray],
+                           batch_size: int, output_keys: tuple[str, ...],
+                           strategy: tf.distribute.Strategy, progress: bool
+                           ) -> dict[str, np.ndarray]:
+    """`predict_arrays` through `strategy.run`: global batch k is examples [k·B, (k+1)·B) of the
+    (padded) arrays, replica r of n gets its r-th 1/n slice (as in training), and
+    `strategy.gather` puts the replicas' outputs back in that order on every worker."""
+    check_global_batch(batch_size, strategy, "--predict_batch_size (or --eval_batch_size)")
+    num_examples = len(next(iter(inputs.values())))
+    num_batches = -(-num_examples // batch_size)
+    padding = num_batches * batch_size - num_examples
+    if padding and num_examples:
+        inputs = {k: np.concatenate([v, np.repeat(v[-1:], padding, axis=0)])
+                  for k, v in inputs.items()}
+
+    def dataset_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
+        per_replica = ctx.get_per_replica_batch_size(batch_size)
+        ds = tf.data.Dataset.from_tensor_slices(dict(inputs)).batch(per_replica,
+                                                                   drop_remainder=True)
+        return ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id).prefetch(2)
+
+    def replica_step(batch):
         outputs = model(batch, training=False)
         missing = [k for k in output_keys if k not in outputs]
         if missing:
             raise ValueError(f"the model has no outputs {missing} (it has {sorted(outputs)})")
         return {k: outputs[k] for k in output_keys}
 
-    inputs = {k: np.asarray(arrays[k]) for k in input_keys}
-    num_examples = len(next(iter(inputs.values())))
-    bar = progress_bar(num_examples, "example", enabled=progress and num_examples > 0)
+    @tf.function
+    def predict_step(iterator):
+        per_replica = strategy.run(replica_step, args=(next(iterator),))
+        return {k: strategy.gather(v, axis=0) for k, v in per_replica.items()}
+
     parts: dict[str, list[np.ndarray]] = {k: [] for k in output_keys}
-    for start in range(0, num_examples, batch_size):
-        batch = {k: v[start:start + batch_size] for k, v in inputs.items()}
-        size = len(next(iter(batch.values())))
-        if size < batch_size:
-            # The last partial batch is padded (repeating its last row) to the full batch shape,
-            # so that the step is traced once; the padded rows' outputs are dropped.
-            batch = {k: np.concatenate([v, np.repeat(v[-1:], batch_size - size, axis=0)])
-                     for k, v in batch.items()}
-        out = predict_step(batch)
-        for k in output_keys:
-            parts[k].append(out[k].numpy()[:size])
-        if bar is not None:
-            bar.update(start + size)
-        if (start + size) // 1000 > start // 1000:
-            logging.info("Processing example: %d of %d", start + size, num_examples)
+    if num_examples:
+        iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
+        bar = progress_bar(num_examples, "example", enabled=progress)
+        for index in range(num_batches):
+            out = predict_step(iterator)
+            start = index * batch_size
+            size = min(batch_size, num_examples - start)
+            for k in output_keys:
+                parts[k].append(out[k].numpy()[:size])
+            if bar is not None:
+                bar.update(start + size)
+            if (start + size) // 1000 > start // 1000:
+                logging.info("Processing example: %d of %d", start + size, num_examples)
     return {k: np.concatenate(parts[k], axis=0) if parts[k] else np.zeros((0,), np.float32)
             for k in output_keys}
 
