@@ -9,7 +9,11 @@ Tasks are lists of `TaskExample`s with a train and a held-out split:
   are made from the training topics only);
 * GLUE names (small/base): `<data_dir>/glue/<task>/train.tsv` and `dev.tsv` through the
   original processors (`bert_tf.tasks.glue`); the dev set is the held-out split, as in the
-  papers' ablation tables.
+  papers' ablation tables;
+* `IMDb` (small/base, BERT vs GPT): `<data_dir>/imdb/train.tsv.gz` (the 25,000 labelled
+  training reviews), split by the seed into held-out (2,500) and training reviews;
+* `conll2003` (every scale, BERT Table 7): `<data_dir>/conll2003/eng.train` -> eng.testa
+  (the dev set, as the paper's Table 7), read by `bert_tf.tasks.ner` (`NerTaskData`).
 """
 from __future__ import annotations
 
@@ -22,6 +26,19 @@ from bert_tf import io_utils
 from bert_tf.studies.declarations import Scale, StudyError
 
 GLUE_FOLDERS = {"SST-2": "SST-2", "MRPC": "MRPC", "RTE": "RTE", "CoLA": "CoLA"}
+IMDB_FILE = os.path.join("imdb", "train.tsv.gz")
+IMDB_HELD_OUT = 2500
+CONLL_FILES = (os.path.join("conll2003", "eng.train"), os.path.join("conll2003", "eng.testa"))
+ZERO_SHOT = {
+    # task: (text appended to the example, {label: the word whose LM likelihood scores it}).
+    # GPT-1 section 5's sentiment heuristic: append "very", compare "positive" / "negative".
+    "SST-2": ("very", {"0": "negative", "1": "positive"}),
+    "IMDb": ("very", {"0": "negative", "1": "positive"}),
+    # The tiny topic task: which part of Python's reference the paragraph comes from.
+    "topic": ("this is about", {"statements": "statements", "expressions": "expressions",
+                                "data model": "objects"}),
+}
+"""Zero-shot heuristics of GPT-1 Figure 2 (right) per task; tasks without one are not scored."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,28 +61,81 @@ class TaskData:
     pair: bool
 
 
-def required_files(scale: Scale, data_dir: str) -> list[str]:
-    """The input files a scale needs (empty for tiny: everything is embedded)."""
+@dataclasses.dataclass
+class NerTaskData:
+    """A token-tagging task's splits (`bert_tf.tasks.ner.reading.NerSentence` lists)."""
+
+    name: str
+    labels: list[str]
+    train: list
+    held_out: list
+
+
+def required_files(scale: Scale, data_dir: str, tasks: tuple[str, ...] | None = None
+                   ) -> list[str]:
+    """The input files a scale's tasks need (`tasks`: default the scale's; the tiny scale's
+    corpus and topic task are embedded)."""
     files = []
     if scale.corpus != "embedded":
         files.append(os.path.join(data_dir, scale.corpus))
-    for task in scale.tasks:
-        if task != "topic":
+    for task in scale.tasks if tasks is None else tasks:
+        if task == "IMDb":
+            files.append(os.path.join(data_dir, IMDB_FILE))
+        elif task == "conll2003":
+            files += [os.path.join(data_dir, f) for f in CONLL_FILES]
+        elif task != "topic":
             folder = os.path.join(data_dir, "glue", GLUE_FOLDERS.get(task, task))
             files += [os.path.join(folder, "train.tsv"), os.path.join(folder, "dev.tsv")]
     return files
 
 
-def check_data(scale: Scale, data_dir: str) -> None:
+def check_data(scale: Scale, data_dir: str, tasks: tuple[str, ...] | None = None) -> None:
     """Raises StudyError naming the first missing file, before anything runs."""
-    for task in scale.tasks:
-        if task != "topic" and task not in GLUE_FOLDERS:
-            raise StudyError(f"scale {scale.name}: task {task!r} has no reader; expected topic or "
-                             f"one of {', '.join(GLUE_FOLDERS)}")
-    for path in required_files(scale, data_dir):
+    for task in scale.tasks if tasks is None else tasks:
+        if task not in ("topic", "IMDb", "conll2003") and task not in GLUE_FOLDERS:
+            raise StudyError(f"scale {scale.name}: task {task!r} has no reader; expected topic, "
+                             f"IMDb, conll2003 or one of {', '.join(GLUE_FOLDERS)}")
+    for path in required_files(scale, data_dir, tasks):
         if not os.path.exists(path):
             raise StudyError(f"{path}: not found (needed by --scale={scale.name}; set "
-                             "--data_dir to the folder holding pretrain/ and glue/)")
+                             "--data_dir to the folder holding pretrain/, glue/, imdb/ and "
+                             "conll2003/)")
+
+
+def _open_text(path: str):
+    """A text file for reading, gunzipped when its name ends in .gz."""
+    if path.endswith(".gz"):
+        import gzip
+
+        return gzip.open(path, "rt", encoding="utf-8")
+    return io_utils.open_file(path, "r", encoding="utf-8")
+
+
+def split_corpus(corpus: str, train_path: str, held_out_path: str, every: int) -> dict:
+    """Writes every `every`-th document of `corpus` (create_pretraining_data's format: one
+    sentence a line, blank lines between documents; gzip allowed) to `held_out_path`, the others
+    to `train_path`. Returns the document counts."""
+    counts = {"documents": 0, "held_out_documents": 0}
+    with io_utils.atomic_output_path(train_path) as train_tmp, \
+            io_utils.atomic_output_path(held_out_path) as held_tmp, \
+            open(train_tmp, "w", encoding="utf-8") as train, \
+            open(held_tmp, "w", encoding="utf-8") as held:
+        index, started = 0, False
+        with _open_text(corpus) as f:
+            for line in f:
+                if not line.strip():
+                    if started:
+                        (held if index % every == every - 1 else train).write("\n")
+                        index += 1
+                        started = False
+                    continue
+                started = True
+                (held if index % every == every - 1 else train).write(line.rstrip("\n") + "\n")
+        if started:
+            index += 1
+    counts["held_out_documents"] = index // every
+    counts["documents"] = index - counts["held_out_documents"]
+    return counts
 
 
 def prepare_corpus(cell_dir: str, scale: Scale, data_dir: str, seed: int) -> dict:
@@ -88,6 +158,12 @@ def prepare_corpus(cell_dir: str, scale: Scale, data_dir: str, seed: int) -> dic
                 "train": [[t, None, topic_task.LABELS[y]] for t, y in split.train],
                 "held_out": [[t, None, topic_task.LABELS[y]] for t, y in split.held_out]}
         io_utils.atomic_write_text(os.path.join(cell_dir, "topic.json"), json.dumps(task) + "\n")
+        out["held_out_corpus"] = held
+    elif scale.held_out_every:
+        corpus = os.path.join(cell_dir, "corpus.txt")
+        held = os.path.join(cell_dir, "held_out_corpus.txt")
+        out.update(split_corpus(os.path.join(data_dir, scale.corpus), corpus, held,
+                                scale.held_out_every))
         out["held_out_corpus"] = held
     else:
         corpus = os.path.join(data_dir, scale.corpus)
@@ -112,6 +188,8 @@ def load_task(name: str, data_cell: str, data_dir: str, max_train_examples: int 
             task = json.load(f)
         return TaskData("topic", task["labels"], [TaskExample(*e) for e in task["train"]],
                         [TaskExample(*e) for e in task["held_out"]], pair=False)
+    if name == "IMDb":
+        return _load_imdb(os.path.join(data_dir, IMDB_FILE), max_train_examples, seed)
     from bert_tf.tasks import glue
 
     processor = glue.get_processor(name)
@@ -126,3 +204,47 @@ def load_task(name: str, data_cell: str, data_dir: str, max_train_examples: int 
     held = convert(processor.get_dev_examples(folder))
     return TaskData(name, [str(x) for x in processor.get_labels()], train, held,
                     pair=any(e.text_b for e in train))
+
+
+def _load_imdb(path: str, max_train_examples: int, seed: int) -> TaskData:
+    """IMDb's labelled training reviews (columns file, rating, label, text; label 1 =
+    positive), split by `seed` into IMDB_HELD_OUT held-out and the other training reviews."""
+    import csv
+
+    rows = []
+    with _open_text(path) as f:
+        reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+        header = next(reader, None)
+        if not header or "label" not in header or "text" not in header:
+            raise StudyError(f"{path}:1: expected a header with the columns label and text, "
+                             f"got {header}")
+        li, ti = header.index("label"), header.index("text")
+        for n, row in enumerate(reader, start=2):
+            if len(row) != len(header) or row[li] not in ("0", "1"):
+                raise StudyError(f"{path}:{n}: expected {len(header)} tab-separated columns "
+                                 "with label 0 or 1")
+            rows.append(TaskExample(row[ti].replace("<br />", " "), None, row[li]))
+    random.Random(seed).shuffle(rows)
+    held, train = rows[:IMDB_HELD_OUT], rows[IMDB_HELD_OUT:]
+    if max_train_examples:
+        train = train[:max_train_examples]
+    return TaskData("IMDb", ["0", "1"], train, held, pair=False)
+
+
+def load_ner_task(data_dir: str, max_sentences: int = 0, seed: int = 12345) -> NerTaskData:
+    """CoNLL-2003: eng.train -> eng.testa (at most `max_sentences` of each, drawn by `seed`,
+    kept in file order)."""
+    from bert_tf.tasks.ner.reading import build_label_list, check_labels, read_conll_file
+
+    train_path, dev_path = (os.path.join(data_dir, f) for f in CONLL_FILES)
+    train = read_conll_file(train_path, require_labels=True)
+    held = read_conll_file(dev_path, require_labels=True)
+    labels = build_label_list(train)
+    check_labels(held, labels)
+    if max_sentences:
+        rng = random.Random(seed)
+        train = [train[i] for i in sorted(rng.sample(range(len(train)),
+                                                     min(max_sentences, len(train))))]
+        held = [held[i] for i in sorted(rng.sample(range(len(held)),
+                                                   min(max_sentences, len(held))))]
+    return NerTaskData("conll2003", labels, train, held)

@@ -7,8 +7,10 @@ model size, steps, batch, optimizer, seeds). A variant's pretraining is identifi
 `Variant.pretraining_key` and its fine-tuning by `Variant.finetuning_key`, so variants that are
 the same run in several studies (BERT Table 5's MLM+NSP is Table 8's 80/10/10) are run once.
 
-Numbers in `paper` are the papers' dev-set scores (BERT: Devlin et al. 2019, Tables 5 and 8;
-GPT-1: Radford et al. 2018, Table 5), keyed by the paper's column names.
+Numbers in `paper` are the papers' dev-set scores (BERT: Devlin et al. 2019, Tables 5-8 and
+Table 1's GLUE averages; GPT-1: Radford et al. 2018, Table 5), keyed by the paper's column
+names. GPT-1 Figure 2 is a plot: its variants carry the paper's stated order ("order"), not
+numbers read off the figure.
 """
 from __future__ import annotations
 
@@ -36,6 +38,13 @@ class Variant:
         initialised BiLSTM over the frozen-architecture hidden states, BERT Table 5's LTR +
         BiLSTM; the transformer is fine-tuned too).
       lm_coef: GPT fine-tuning's auxiliary LM weight (GPT Table 5; 0 = no aux LM).
+      size: the paper's (L, H, A) of this row (BERT Table 6), resolved to this scale's model by
+        `Scale.model_sizes`; None = the scale's own size.
+      feature_layers: None = fine-tuned; else a `bert_tf.tasks.feature_based.FEATURE_LAYERS`
+        name: the frozen pretrained BERT feeds a BiLSTM tagger (BERT Table 7, token tasks).
+      transfer_layers: GPT fine-tuning: transformer layers copied from the pretrained model
+        (0 = the embeddings only; None = all), GPT-1 Figure 2 (left).
+      per_epoch: held-out score after every fine-tuning epoch (BERT vs GPT per epoch).
       paper: the paper's numbers for this row, {column: score}.
     """
 
@@ -47,7 +56,49 @@ class Variant:
     masking: tuple[float, float, float] = (0.8, 0.1, 0.1)
     head: str = "default"
     lm_coef: float = 0.0
+    size: tuple[int, int, int] | None = None
+    feature_layers: str | None = None
+    transfer_layers: int | None = None
+    per_epoch: bool = False
     paper: dict = dataclasses.field(default_factory=dict)
+
+    def model_size(self, scale: "Scale") -> tuple[int, int, int]:
+        """This variant's (layers, hidden, heads) at `scale`."""
+        if self.size is None:
+            return (scale.num_layers, scale.hidden_size, scale.num_heads)
+        if self.size not in scale.model_sizes:
+            raise StudyError(f"scale {scale.name}: no model size declared for the paper's "
+                             f"L/H/A {self.size} (variant {self.name})")
+        return scale.model_sizes[self.size]
+
+    def sized_scale(self, scale: "Scale") -> "Scale":
+        """`scale` with this variant's model size (what the training functions read)."""
+        layers, hidden, heads = self.model_size(scale)
+        return dataclasses.replace(scale, num_layers=layers, hidden_size=hidden,
+                                   num_heads=heads)
+
+    def _size_suffix(self, scale: "Scale") -> str:
+        size = self.model_size(scale)
+        if size == (scale.num_layers, scale.hidden_size, scale.num_heads):
+            return ""
+        return "-L{}H{}A{}".format(*size)
+
+    def pretraining_cell(self, scale: "Scale") -> str | None:
+        """`pretraining_key` with the model size at `scale` (None: no pretraining). A sized
+        variant whose size is the scale's own shares the unsized variant's cell."""
+        key = self.pretraining_key
+        return None if key is None else key + self._size_suffix(scale)
+
+    def finetuning_cell(self, scale: "Scale") -> str:
+        """`finetuning_key` with the model size at `scale`."""
+        key = self.finetuning_key
+        pre = self.pretraining_key or f"{self.model}-scratch"
+        return pre + self._size_suffix(scale) + key[len(pre):]
+
+    def applies_to(self, scale: "Scale") -> bool:
+        """False for a transfer depth the scale's model does not have (GPT-1 Figure 2)."""
+        return self.transfer_layers is None or \
+            self.transfer_layers < self.model_size(scale)[0]
 
     @property
     def pretraining_key(self) -> str | None:
@@ -65,8 +116,14 @@ class Variant:
         base = self.pretraining_key or f"{self.model}-scratch"
         if self.model == "gpt":
             base += f"-{self.head}-lm{self.lm_coef:g}"
+            if self.transfer_layers is not None:
+                base += f"-transfer{self.transfer_layers}"
         elif self.head != "default":
             base += f"-{self.head}"
+        if self.feature_layers is not None:
+            base += f"-features-{self.feature_layers}"
+        if self.per_epoch:
+            base += "-per_epoch"
         return base
 
 
@@ -80,7 +137,18 @@ class Study:
       paper_columns: the paper's table columns (in order); `Variant.paper` holds their values.
       metric_note: what the paper's numbers are.
       ordering_column: the paper column whose ranking of the variants is compared with ours
-        when no paper column matches our task ("average": the mean over paper_columns).
+        when no paper column matches our task ("average": the mean over paper_columns; a key
+        of `Variant.paper` that is not a column, e.g. "order", compares with a ranking the
+        paper states in words or draws in a figure, described by `ordering_note`).
+      ordering_note: how the paper's ranking is given when it is not a table column.
+      task_set: which of the scale's tasks: "tasks" (`Scale.tasks`), "ner"
+        (`Scale.ner_task`, token tagging, F1) or "comparison" (`Scale.comparison_task`).
+      same_size_pairs: the ordering check compares only variants of the same model size.
+      pretraining_metric: a held-out pretraining measure shown as a column of ours (BERT
+        Table 6: "held_out_masked_lm_perplexity"), checked against the paper column
+        `pretraining_paper_column` (lower is better).
+      zero_shot: also score zero-shot heuristics of the GPT pretraining run's saved
+        checkpoints on the tasks (GPT-1 Figure 2, right).
     """
 
     name: str
@@ -89,6 +157,27 @@ class Study:
     paper_columns: tuple[str, ...]
     metric_note: str
     ordering_column: str = "average"
+    ordering_note: str = ""
+    task_set: str = "tasks"
+    same_size_pairs: bool = False
+    pretraining_metric: str | None = None
+    pretraining_paper_column: str | None = None
+    zero_shot: bool = False
+
+    def tasks(self, scale: "Scale") -> tuple[str, ...]:
+        """The fine-tuning tasks of this study at `scale`."""
+        if self.task_set == "ner":
+            return (scale.ner_task,)
+        if self.task_set == "comparison":
+            return (scale.comparison_task,)
+        return scale.tasks
+
+    def at_scale(self, scale: "Scale", only: tuple[str, ...] = ()) -> "Study":
+        """This study with the variants that apply at `scale` (and, when `only` is given, the
+        variants named there)."""
+        variants = tuple(v for v in self.variants if v.applies_to(scale)
+                         and (not only or v.name in only))
+        return dataclasses.replace(self, variants=variants)
 
 
 _T5 = ("MNLI-m", "QNLI", "MRPC", "SST-2", "SQuAD")
@@ -144,9 +233,94 @@ GPT_TABLE5 = Study(
                 paper=dict(zip(_G5, (75.0, 47.9, 92.0, 84.9, 83.2, 69.8, 81.1, 86.9, 54.4)))),
     ))
 
-STUDIES: dict[str, Study] = {s.name: s for s in (BERT_TABLE5, BERT_TABLE8, GPT_TABLE5)}
-"""The implemented studies (--list). Not implemented yet, hence not listed: BERT Table 6
-(model size), Table 7 (feature-based NER), GPT-1 Figure 2, BERT vs GPT per epoch on IMDb."""
+_T6 = ("LM (ppl)", "MNLI-m", "MRPC", "SST-2")
+BERT_TABLE6 = Study(
+    name="bert_model_size",
+    title="BERT Table 6: model size",
+    paper_columns=_T6,
+    metric_note="BERT dev accuracy after 5 fine-tuning restarts; LM (ppl): held-out masked-LM "
+                "perplexity of the training data",
+    ordering_column="MNLI-m",
+    pretraining_metric="held_out_masked_lm_perplexity",
+    pretraining_paper_column="LM (ppl)",
+    variants=tuple(
+        Variant(f"L{size[0]}_H{size[1]}_A{size[2]}", f"#L={size[0]} #H={size[1]} #A={size[2]}",
+                size=size, paper=dict(zip(_T6, paper)))
+        for size, paper in (
+            ((3, 768, 12), (5.84, 77.9, 79.8, 88.4)),
+            ((6, 768, 3), (5.24, 80.6, 82.2, 90.7)),
+            ((6, 768, 12), (4.68, 81.9, 84.8, 91.3)),
+            ((12, 768, 12), (3.99, 84.4, 86.7, 92.9)),
+            ((12, 1024, 16), (3.54, 85.7, 86.9, 93.3)),
+            ((24, 1024, 16), (3.23, 86.6, 87.8, 93.7)))))
+
+_T7 = ("Dev F1",)
+_BASE = (12, 768, 12)  # the paper's Table 7 uses BERT-Base; `Scale.model_sizes` maps it
+BERT_TABLE7 = Study(
+    name="bert_feature_based",
+    title="BERT Table 7: feature-based vs fine-tuning on CoNLL-2003 NER",
+    paper_columns=_T7,
+    metric_note="CoNLL-2003 NER dev F1, BERT-Base; feature-based: frozen BERT features into a "
+                "randomly initialised two-layer 768-unit BiLSTM before the classifier",
+    ordering_column="Dev F1",
+    task_set="ner",
+    variants=(
+        Variant("fine_tuned", "Fine-tuning approach (BERT-Base)", size=_BASE,
+                paper={"Dev F1": 96.4}),
+        *(Variant(f"features_{layers}", label, size=_BASE, feature_layers=layers,
+                  paper={"Dev F1": f1})
+          for layers, label, f1 in (
+              ("embeddings", "Feature-based: Embeddings", 91.0),
+              ("second_to_last", "Feature-based: Second-to-Last Hidden", 95.6),
+              ("last", "Feature-based: Last Hidden", 94.9),
+              ("weighted_sum_last_four", "Feature-based: Weighted Sum Last Four Hidden", 95.9),
+              ("concat_last_four", "Feature-based: Concat Last Four Hidden", 96.1),
+              ("weighted_sum_all", "Feature-based: Weighted Sum All Layers", 95.5))),
+    ))
+
+GPT_FIGURE2 = Study(
+    name="gpt_transfer_layers",
+    title="GPT-1 Figure 2: transferred layers, and zero-shot heuristics during pre-training",
+    paper_columns=(),
+    metric_note="GPT-1 Figure 2 (left: MultiNLI and RACE accuracy against the number of "
+                "layers transferred; right: zero-shot heuristics against pre-training updates). "
+                "The paper draws these as curves and tables no numbers",
+    ordering_column="order",
+    ordering_note="the paper's Figure 2 (left): transferring the embeddings helps and every "
+                  "transferred layer helps further (up to 9% on MultiNLI for all 12)",
+    zero_shot=True,
+    variants=tuple(
+        Variant(f"transfer_{n}", f"{n} layer{'s' if n != 1 else ''} transferred"
+                + (" (embeddings only)" if n == 0 else ""), model="gpt", lm_coef=0.5,
+                transfer_layers=n, paper={"order": n})
+        for n in (0, 1, 2, 3, 4, 6, 8, 10)) + (
+        Variant("transfer_all", "all layers transferred", model="gpt", lm_coef=0.5,
+                paper={"order": 12}),))
+
+_BVG = ("GLUE avg (BERT Table 1)",)
+BERT_VS_GPT = Study(
+    name="bert_vs_gpt_epochs",
+    title="BERT vs GPT of the same size: held-out accuracy after each fine-tuning epoch",
+    paper_columns=_BVG,
+    metric_note="neither paper fine-tunes on IMDb; the reference is BERT's Table 1 GLUE test "
+                "average of BERT-Base (79.6) and OpenAI GPT (75.1), the same size (L=12 H=768)",
+    ordering_column=_BVG[0],
+    task_set="comparison",
+    same_size_pairs=True,
+    variants=(
+        Variant("bert", "BERT (MLM + NSP)", per_epoch=True, paper={_BVG[0]: 79.6}),
+        Variant("gpt", "GPT (left-to-right, aux LM)", model="gpt", lm_coef=0.5,
+                per_epoch=True, paper={_BVG[0]: 75.1}),
+        Variant("bert_smaller", "BERT (MLM + NSP), smaller", size=(3, 768, 12),
+                per_epoch=True, paper={_BVG[0]: 79.6}),
+        Variant("gpt_smaller", "GPT (left-to-right, aux LM), smaller", model="gpt",
+                lm_coef=0.5, size=(3, 768, 12), per_epoch=True, paper={_BVG[0]: 75.1}),
+    ))
+
+STUDIES: dict[str, Study] = {s.name: s for s in (BERT_TABLE5, BERT_TABLE6, BERT_TABLE7,
+                                                 BERT_TABLE8, GPT_TABLE5, GPT_FIGURE2,
+                                                 BERT_VS_GPT)}
+"""The implemented studies (--list)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,6 +339,14 @@ class Scale:
       finetuning_epochs, finetuning_batch, finetuning_lr: fine-tuning budget.
       dupe_factor: pretraining-data passes with new masks.
       max_train_examples: cap on fine-tuning training examples (0: all).
+      model_sizes: the papers' (L, H, A) -> this scale's (layers, hidden, heads), for sized
+        variants (BERT Table 6, Table 7's BERT-Base, BERT vs GPT's smaller size).
+      ner_task: token-tagging task (BERT Table 7): "conll2003" (--data_dir/conll2003).
+      ner_max_sentences: cap on the NER training and held-out sentences (0: all).
+      comparison_task: the BERT vs GPT per-epoch task ("topic", or "IMDb":
+        --data_dir/imdb/train.tsv.gz split into train / held-out).
+      held_out_every: (non-embedded corpora) every n-th document of the corpus is held out of
+        pretraining and scores held-out masked-LM accuracy / perplexity (0: none).
     """
 
     name: str
@@ -183,24 +365,42 @@ class Scale:
     finetuning_lr: float
     dupe_factor: int = 5
     max_train_examples: int = 0
+    model_sizes: dict = dataclasses.field(default_factory=dict)
+    ner_task: str = "conll2003"
+    ner_max_sentences: int = 0
+    comparison_task: str = "topic"
+    held_out_every: int = 0
 
 
 SCALES: dict[str, Scale] = {
     "tiny": Scale("tiny", corpus="embedded", tasks=("topic",), vocab_size=2000, num_layers=2,
                   hidden_size=64, num_heads=2, max_seq_length=64, pretraining_steps=150,
                   pretraining_batch=32, pretraining_lr=1e-3, finetuning_epochs=10,
-                  finetuning_batch=32, finetuning_lr=1e-3, dupe_factor=3),
+                  finetuning_batch=32, finetuning_lr=1e-3, dupe_factor=3,
+                  model_sizes={(3, 768, 12): (1, 64, 2), (6, 768, 3): (2, 64, 1),
+                               (6, 768, 12): (2, 64, 2), (12, 768, 12): (4, 64, 2),
+                               (12, 1024, 16): (4, 96, 3), (24, 1024, 16): (8, 96, 3)},
+                  ner_max_sentences=400),
     "small": Scale("small", corpus="pretrain/imdb_unsup_corpus.txt.gz",
                    tasks=("SST-2", "MRPC", "RTE"), vocab_size=8000, num_layers=4,
                    hidden_size=256, num_heads=4, max_seq_length=128, pretraining_steps=20000,
                    pretraining_batch=64, pretraining_lr=5e-4, finetuning_epochs=3,
                    finetuning_batch=32, finetuning_lr=1e-4, dupe_factor=5,
-                   max_train_examples=20000),
+                   max_train_examples=20000,
+                   model_sizes={(3, 768, 12): (1, 256, 4), (6, 768, 3): (2, 256, 1),
+                                (6, 768, 12): (2, 256, 4), (12, 768, 12): (4, 256, 4),
+                                (12, 1024, 16): (4, 384, 6), (24, 1024, 16): (8, 384, 6)},
+                   ner_max_sentences=5000, comparison_task="IMDb", held_out_every=100),
     "base": Scale("base", corpus="pretrain/imdb_unsup_corpus.txt.gz",
                   tasks=("SST-2", "MRPC", "RTE"), vocab_size=30522, num_layers=12,
                   hidden_size=768, num_heads=12, max_seq_length=512, pretraining_steps=1000000,
                   pretraining_batch=256, pretraining_lr=1e-4, finetuning_epochs=3,
-                  finetuning_batch=32, finetuning_lr=2e-5, dupe_factor=10),
+                  finetuning_batch=32, finetuning_lr=2e-5, dupe_factor=10,
+                  model_sizes={(3, 768, 12): (3, 768, 12), (6, 768, 3): (6, 768, 3),
+                               (6, 768, 12): (6, 768, 12), (12, 768, 12): (12, 768, 12),
+                               (12, 1024, 16): (12, 1024, 16),
+                               (24, 1024, 16): (24, 1024, 16)},
+                  comparison_task="IMDb", held_out_every=100),
 }
 
 

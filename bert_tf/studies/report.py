@@ -17,7 +17,7 @@ def summarise(rows: list[dict]) -> dict:
     sample standard deviation (0 for one seed)."""
     groups: dict = {}
     for r in rows:
-        if r["task"] != "pretraining":
+        if r.get("kind", "finetuning") == "finetuning" and r["task"] != "pretraining":
             groups.setdefault((r["variant"], r["task"]), []).append(float(r["value"]))
     return {k: (statistics.fmean(v), statistics.stdev(v) if len(v) > 1 else 0.0, len(v))
             for k, v in groups.items()}
@@ -36,18 +36,27 @@ def _paper_value(study: Study, variant, column: str) -> float | None:
     return variant.paper.get(column)
 
 
-def ordering(study: Study, summary: dict, task: str) -> dict:
+def ordering(study: Study, summary: dict, task: str, column: str | None = None,
+             lower_is_better: bool = False, sizes: dict | None = None) -> dict:
     """Pairwise check of the paper's ranking on our task: for every pair of variants with paper
-    numbers that differ, does our mean order them the same way?"""
-    column = _paper_reference(study, task)
+    numbers that differ, does our mean order them the same way? (`column`: the paper column,
+    default the one matching `task`; `lower_is_better`: for perplexities; `sizes`: variant ->
+    model size, for `Study.same_size_pairs`.)"""
+    column = column or _paper_reference(study, task)
     pairs, agree, ties, disagreements = 0, 0, 0, []
     for a, b in itertools.combinations(study.variants, 2):
         pa, pb = _paper_value(study, a, column), _paper_value(study, b, column)
         if pa is None or pb is None or pa == pb or (a.name, task) not in summary \
                 or (b.name, task) not in summary:
             continue
+        if study.same_size_pairs and sizes and sizes.get(a.name) != sizes.get(b.name):
+            continue
+        if lower_is_better:
+            pa, pb = -pa, -pb
         pairs += 1
         ours = summary[(a.name, task)][0] - summary[(b.name, task)][0]
+        if lower_is_better:
+            ours = -ours
         if ours * (pa - pb) > 0:
             agree += 1
         elif ours == 0:
@@ -65,45 +74,113 @@ def write_results(output_dir: str, studies: list[Study], rows: list[dict], scale
     json_path = os.path.join(output_dir, "results.json")
     io_utils.atomic_write_text(json_path, json.dumps(rows, indent=1) + "\n")
     lines = [f"# Study results (scale `{scale}`, fine-tuning seeds {', '.join(map(str, seeds))})",
-             "", "Ours: held-out accuracy (%), mean ± sample standard deviation over seeds. "
+             "", "Ours: held-out scores (%), mean ± sample standard deviation over seeds. "
              "Paper: the paper's own numbers (other tasks, other scale), for the ordering.", ""]
     for study in studies:
-        study_rows = [r for r in rows if r["study"] == study.name]
-        summary = summarise(study_rows)
-        tasks = sorted({t for _, t in summary})
-        lines += [f"## {study.title}", "", f"`--study={study.name}`; paper: {study.metric_note}.",
-                  ""]
-        header = ["Variant"] + [f"{t} (ours)" for t in tasks] + \
-            [f"{c} (paper)" for c in study.paper_columns]
-        lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        for v in study.variants:
-            cells = [v.label]
-            for t in tasks:
-                mean, spread, n = summary.get((v.name, t), (math.nan, 0.0, 0))
-                cells.append(f"{mean:.1f} ± {spread:.1f}" if n > 1 else f"{mean:.1f}")
-            cells += [f"{v.paper[c]:.1f}" if c in v.paper else "—" for c in study.paper_columns]
-            lines.append("| " + " | ".join(cells) + " |")
-        lines.append("")
-        for t in tasks:
-            o = ordering(study, summary, t)
-            ref = ("the mean of the paper's columns" if o["paper_column"] == "average"
-                   else f"the paper's {o['paper_column']} column")
-            verdict = "holds" if o["holds"] else "does not hold"
-            lines.append(f"- Ordering on {t} vs {ref}: {verdict} ({o['agree']} of {o['pairs']} "
-                         f"pairs in the paper's order, {o['ties']} tied)"
-                         + (f"; reversed: {'; '.join(o['disagreements'])}"
-                            if o["disagreements"] else ""))
-        pre = [r for r in study_rows if r["task"] == "pretraining"]
-        if pre:
-            lines += ["", "Pretraining cells: " + "; ".join(
-                f"{r['variant']}: {r['metric']} {r['value']} ({r['steps']} steps, "
-                f"{r['wall_s']} s)" for r in pre)]
-        for png in plots.get(study.name, []):
-            lines += ["", f"![{study.name}]({os.path.relpath(png, output_dir)})"]
-        lines.append("")
+        lines += study_section(study, [r for r in rows if r["study"] == study.name],
+                               plots.get(study.name, []), output_dir)
     md_path = os.path.join(output_dir, "results.md")
     io_utils.atomic_write_text(md_path, "\n".join(lines) + "\n")
     return {"json": json_path, "md": md_path}
+
+
+def _fmt(mean: float, spread: float, n: int) -> str:
+    return f"{mean:.1f} ± {spread:.1f}" if n > 1 else f"{mean:.1f}"
+
+
+def study_section(study: Study, study_rows: list[dict], plots: list[str],
+                  output_dir: str) -> list[str]:
+    """The markdown of one study: its table (ours beside the paper's), the ordering checks,
+    the per-epoch / zero-shot results, the pretraining cells, the plots."""
+    summary = summarise(study_rows)
+    tasks = sorted({t for _, t in summary})
+    sizes = {r["variant"]: r.get("model") for r in study_rows if r.get("model")}
+    sized = any(v.size is not None for v in study.variants)
+    pre = {r["variant"]: r for r in study_rows if r.get("kind") == "pretraining"
+           or r["task"] == "pretraining"}
+    epochs: dict = {}
+    for r in study_rows:
+        if r.get("kind") == "epoch":
+            epochs.setdefault((r["variant"], r["task"], r["epoch"]), []).append(float(r["value"]))
+    epoch_numbers = sorted({e for _, _, e in epochs})
+    metric = next((r["metric"] for r in study_rows if r.get("kind", "finetuning")
+                   == "finetuning" and r["task"] != "pretraining"), "accuracy")
+    what = "F1" if metric == "f1" else "accuracy"
+    lines = [f"## {study.title}", "", f"`--study={study.name}`; ours: held-out {what} (%); "
+             f"paper: {study.metric_note}.", ""]
+    header = ["Variant"] + (["L/H/A (ours)"] if sized else [])
+    if study.pretraining_metric:
+        header.append("held-out MLM ppl (ours)")
+    for t in tasks:
+        header += [f"{t} epoch {e} (ours)" for e in epoch_numbers] if epoch_numbers else \
+            [f"{t} (ours)"]
+    header += [f"{c} (paper)" for c in study.paper_columns]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for v in study.variants:
+        cells = [v.label] + ([sizes.get(v.name, "—")] if sized else [])
+        if study.pretraining_metric:
+            p = pre.get(v.name)
+            cells.append(f"{p['value']:.2f}" if p and p["metric"] == study.pretraining_metric
+                         and p["value"] is not None else "—")
+        for t in tasks:
+            if epoch_numbers:
+                for e in epoch_numbers:
+                    values = epochs.get((v.name, t, e), [])
+                    cells.append(_fmt(statistics.fmean(values), statistics.stdev(values)
+                                      if len(values) > 1 else 0.0, len(values))
+                                 if values else "—")
+            else:
+                mean, spread, n = summary.get((v.name, t), (math.nan, 0.0, 0))
+                cells.append(_fmt(mean, spread, n))
+        cells += [f"{v.paper[c]:g}" if c in v.paper else "—" for c in study.paper_columns]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    for t in tasks:
+        o = ordering(study, summary, t, sizes=sizes)
+        if o["paper_column"] == "average":
+            ref = "the mean of the paper's columns"
+        elif o["paper_column"] in study.paper_columns:
+            ref = f"the paper's {o['paper_column']} column"
+        else:
+            ref = study.ordering_note or f"the paper's {o['paper_column']}"
+        if study.same_size_pairs:
+            ref += ", variants of the same size only"
+        verdict = "holds" if o["holds"] else "does not hold"
+        lines.append(f"- Ordering on {t} ({'final ' if epoch_numbers else ''}{what}) vs {ref}: "
+                     f"{verdict} ({o['agree']} of {o['pairs']} pairs in the paper's order, "
+                     f"{o['ties']} tied)" + (f"; reversed: {'; '.join(o['disagreements'])}"
+                                             if o["disagreements"] else ""))
+    if study.pretraining_metric and study.pretraining_paper_column:
+        ppl = {(name, "ppl"): (float(r["value"]), 0.0, 1) for name, r in pre.items()
+               if r["metric"] == study.pretraining_metric and r["value"] is not None}
+        if ppl:
+            o = ordering(study, ppl, "ppl", column=study.pretraining_paper_column,
+                         lower_is_better=True)
+            lines.append(f"- Ordering of the held-out masked-LM perplexity vs the paper's "
+                         f"{study.pretraining_paper_column} column (lower is better): "
+                         f"{'holds' if o['holds'] else 'does not hold'} ({o['agree']} of "
+                         f"{o['pairs']} pairs in the paper's order, {o['ties']} tied)")
+        else:
+            lines.append("- Held-out masked-LM perplexity: not measured at this scale (no "
+                         "held-out corpus)")
+    zero = [r for r in study_rows if r.get("kind") == "zero_shot"]
+    for t in sorted({r["task"] for r in zero}):
+        points = sorted((r["steps"], r["value"]) for r in zero if r["task"] == t)
+        majority = next(r["majority_class"] for r in zero if r["task"] == t)
+        lines.append(f"- Zero-shot heuristic on {t} (GPT pretraining checkpoints; majority "
+                     f"class {majority:.1f}%): " + ", ".join(
+                         f"step {s}: {v:.1f}" for s, v in points)
+                     + ". The paper (Figure 2, right): the heuristics' performance rises "
+                     "steadily over pre-training.")
+    pre_rows = list({r["cell"]: r for r in study_rows if r["task"] == "pretraining"}.values())
+    if pre_rows:
+        lines += ["", "Pretraining cells: " + "; ".join(
+            f"{r['variant']}: {r['metric']} {r['value']} ({r['steps']} steps, "
+            f"{r['wall_s']} s)" for r in pre_rows)]
+    for png in plots:
+        lines += ["", f"![{study.name}]({os.path.relpath(png, output_dir)})"]
+    lines.append("")
+    return lines
 
 
 def plot_study(output_dir: str, study: Study, rows: list[dict],
@@ -130,7 +207,9 @@ def plot_study(output_dir: str, study: Study, rows: list[dict],
                capsize=3)
     ax.set_xticks(x)
     ax.set_xticklabels(tasks)
-    ax.set_ylabel("held-out accuracy (%)")
+    ax.set_ylabel("held-out F1 (%)" if any(r.get("metric") == "f1" for r in rows
+                                           if r["study"] == study.name) else
+                  "held-out accuracy (%)")
     ax.set_title(study.title, fontsize=10)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
@@ -148,6 +227,64 @@ def plot_study(output_dir: str, study: Study, rows: list[dict],
         ax.legend(fontsize=7, loc="upper right")
         fig.tight_layout()
         written.append(_save(fig, os.path.join(output_dir, f"{study.name}_pretraining.png")))
+        plt.close(fig)
+    study_rows = [r for r in rows if r["study"] == study.name]
+    epoch_rows = [r for r in study_rows if r.get("kind") == "epoch"]
+    if epoch_rows:  # curves per epoch
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for v in study.variants:
+            for t in tasks:
+                got: dict = {}
+                for r in epoch_rows:
+                    if r["variant"] == v.name and r["task"] == t:
+                        got.setdefault(r["epoch"], []).append(float(r["value"]))
+                if got:
+                    xs = sorted(got)
+                    ax.plot(xs, [statistics.fmean(got[x]) for x in xs], marker="o",
+                            label=f"{v.label} ({t})")
+        ax.set_xlabel("fine-tuning epoch")
+        ax.set_ylabel("held-out accuracy (%)")
+        ax.set_title(study.title, fontsize=9)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        written.append(_save(fig, os.path.join(output_dir, f"{study.name}_epochs.png")))
+        plt.close(fig)
+    if any(v.transfer_layers is not None for v in study.variants):  # curve per layer
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for t in tasks:
+            points = []
+            for v in study.variants:
+                if (v.name, t) in summary:
+                    size = next((r.get("model") for r in study_rows
+                                 if r["variant"] == v.name and r.get("model")), "L0/")
+                    n = v.transfer_layers if v.transfer_layers is not None else \
+                        int(size.split("/")[0][1:])
+                    points.append((n, summary[(v.name, t)][0]))
+            if points:
+                xs, ys = zip(*sorted(points))
+                ax.plot(xs, ys, marker="o", label=t)
+        ax.set_xlabel("transformer layers transferred (0: embeddings only)")
+        ax.set_ylabel("held-out accuracy (%)")
+        ax.set_title(study.title, fontsize=8)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        written.append(_save(fig, os.path.join(output_dir, f"{study.name}_layers.png")))
+        plt.close(fig)
+    zero = [r for r in study_rows if r.get("kind") == "zero_shot"]
+    if zero:  # curve per pretraining step
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for t in sorted({r["task"] for r in zero}):
+            points = sorted((r["steps"], r["value"]) for r in zero if r["task"] == t)
+            xs, ys = zip(*points)
+            ax.plot(xs, ys, marker="o", label=f"{t} zero-shot")
+            majority = next(r["majority_class"] for r in zero if r["task"] == t)
+            ax.axhline(majority, linestyle=":", color="grey")
+        ax.set_xlabel("pretraining step (LM checkpoint)")
+        ax.set_ylabel("zero-shot accuracy (%)")
+        ax.set_title(f"{study.name}: zero-shot heuristics (dotted: majority class)", fontsize=9)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        written.append(_save(fig, os.path.join(output_dir, f"{study.name}_zero_shot.png")))
         plt.close(fig)
     return written
 

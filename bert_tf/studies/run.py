@@ -13,7 +13,6 @@ import dataclasses
 import os
 import shlex
 import sys
-import time
 from typing import Callable
 
 from bert_tf.options import option
@@ -40,7 +39,13 @@ class StudyRunOptions:
     finetuning_epochs: float = option(0.0, "Override the scale's fine-tuning epochs (0: the "
                                       "scale's).")
     seed: int = option(12345, "Seed of the data, the pretraining data and the pretraining.")
+    variants: str = option("", "Run only these variants of the studies (comma-separated "
+                           "names from --list; empty: all). For quick checks: the table then "
+                           "has those rows only.")
     list: bool = option(False, "List the studies and scales, run nothing.")
+
+    def variant_names(self) -> tuple[str, ...]:
+        return tuple(v.strip() for v in self.variants.split(",") if v.strip())
 
     def seed_list(self) -> list[int]:
         try:
@@ -88,9 +93,21 @@ def run_study(options: StudyRunOptions, say: Callable[[str], None] = print) -> d
     if os.path.isfile(options.output_dir):
         raise StudyError(f"--output_dir={options.output_dir} is a file; expected a folder")
     seeds = options.seed_list()
+    only = options.variant_names()
+    known = {v.name for s in studies for v in s.variants}
+    unknown = [n for n in only if n not in known]
+    if unknown:
+        raise StudyError(f"--variants={options.variants}: {', '.join(unknown)} is not a variant "
+                         f"of --study={options.study}; expected some of {', '.join(sorted(known))}")
+    studies = [s.at_scale(scale, only) for s in studies]
+    studies = [s for s in studies if s.variants]
+    if not studies:
+        raise StudyError(f"--variants={options.variants}: no variant of --study={options.study} "
+                         f"applies at --scale={scale.name}")
     from bert_tf.studies import data as study_data
 
-    study_data.check_data(scale, options.data_dir)
+    study_data.check_data(scale, options.data_dir,
+                          tuple(dict.fromkeys(t for s in studies for t in s.tasks(scale))))
     return _run(studies, scale, seeds, options, say)
 
 
@@ -116,18 +133,32 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
     # Fine-tuning cells of another fine-tuning budget are other cells.
     ft_budget = (f"e{scale.finetuning_epochs:g}-b{scale.finetuning_batch}-"
                  f"lr{scale.finetuning_lr:g}-n{scale.max_train_examples}")
-    # The grid: one data cell, the distinct pretraining cells, the distinct fine-tuning cells.
+    ner_budget = (f"e{scale.finetuning_epochs:g}-b{scale.finetuning_batch}-"
+                  f"lr{scale.finetuning_lr:g}-n{scale.ner_max_sentences}")
+    # The grid: one data cell, the distinct pretraining cells, the distinct fine-tuning cells,
+    # the zero-shot cells (GPT-1 Figure 2).
     pre_cells: dict[str, object] = {}
     ft_cells: dict[str, tuple] = {}
+    zs_cells: dict[str, tuple] = {}
+
+    def ft_key(v, task: str, seed: int) -> str:
+        budget_part = ner_budget if task == scale.ner_task else ft_budget
+        return f"{v.finetuning_cell(scale)}/{task}/{budget_part}/seed{seed}"
+
     for study in studies:
         for v in study.variants:
             if v.pretraining_key:
-                pre_cells.setdefault(v.pretraining_key, v)
-            for task in scale.tasks:
+                pre_cells.setdefault(v.pretraining_cell(scale), v)
+            for task in study.tasks(scale):
                 for seed in seeds:
-                    ft_cells.setdefault(f"{v.finetuning_key}/{task}/{ft_budget}/seed{seed}",
-                                        (v, task, seed))
-    total = 1 + len(pre_cells) + len(ft_cells)
+                    ft_cells.setdefault(ft_key(v, task, seed), (v, task, seed))
+        if study.zero_shot:
+            gpt = [v for v in study.variants if v.model == "gpt" and v.pretraining_key]
+            for v in gpt[:1]:
+                for task in study.tasks(scale):
+                    if task in study_data.ZERO_SHOT:
+                        zs_cells.setdefault(f"{v.pretraining_cell(scale)}/{task}", (v, task))
+    total = 1 + len(pre_cells) + len(ft_cells) + len(zs_cells)
     ran, skipped = [], []
     bar = tqdm(total=total, desc=f"study cells ({scale.name})", unit="cell")
     from absl import logging as absl_logging
@@ -151,21 +182,42 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
             **study_data.prepare_corpus(d, scale, options.data_dir, options.seed), "data_dir": d})
         pre_results = {}
         for key, v in pre_cells.items():
+            sized = v.sized_scale(scale)
             if v.model == "gpt":
-                fn = (lambda d: training.pretrain_gpt(d, scale, data, options.seed))
+                fn = (lambda d, s=sized: training.pretrain_gpt(d, s, data, options.seed))
             else:
-                fn = (lambda d, v=v: training.pretrain_bert(d, v, scale, data, options.seed))
+                fn = (lambda d, v=v, s=sized: training.pretrain_bert(d, v, s, data,
+                                                                     options.seed))
             pre_results[key], _ = cell("pretraining", key, fn)
-        tasks: dict[str, study_data.TaskData] = {}
+        tasks: dict[str, object] = {}
+
+        def task_data(name: str):
+            if name not in tasks:
+                if name == scale.ner_task:
+                    tasks[name] = study_data.load_ner_task(options.data_dir,
+                                                           scale.ner_max_sentences,
+                                                           options.seed)
+                else:
+                    tasks[name] = study_data.load_task(name, data["data_dir"],
+                                                       options.data_dir,
+                                                       scale.max_train_examples, options.seed)
+            return tasks[name]
+
         ft_results = {}
         for key, (v, task_name, seed) in ft_cells.items():
-            if task_name not in tasks:
-                tasks[task_name] = study_data.load_task(task_name, data["data_dir"],
-                                                        options.data_dir,
-                                                        scale.max_train_examples, options.seed)
-            pre = pre_results.get(v.pretraining_key) if v.pretraining_key else None
-            ft_results[key], _ = cell("finetuning", key, lambda d, v=v, t=tasks[task_name],
-                                      s=seed, p=pre: training.finetune(d, v, scale, data, t, s, p))
+            pre = pre_results.get(v.pretraining_cell(scale)) if v.pretraining_key else None
+            run_fn = training.finetune_ner if task_name == scale.ner_task else training.finetune
+            ft_results[key], _ = cell("finetuning", key, lambda d, v=v, t=task_data(task_name),
+                                      s=seed, p=pre, f=run_fn: f(d, v, v.sized_scale(scale),
+                                                                 data, t, s, p))
+        zs_results = {}
+        for key, (v, task_name) in zs_cells.items():
+            prompt, words = study_data.ZERO_SHOT[task_name]
+            zs_results[key], _ = cell("zero_shot", key, lambda d, v=v, t=task_data(task_name),
+                                      p=prompt, w=words: training.zero_shot(
+                                          d, v.sized_scale(scale), data, t,
+                                          pre_results[v.pretraining_cell(scale)], p, w,
+                                          options.seed))
     finally:
         bar.close()
         absl_logging.set_verbosity(verbosity)
@@ -173,28 +225,50 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
     rows = []
     for study in studies:
         for v in study.variants:
+            size = "L{}/H{}/A{}".format(*v.model_size(scale))
             if v.pretraining_key:
-                p = pre_results[v.pretraining_key]
-                metric = ("held_out_masked_lm_accuracy" if "held_out_masked_lm_accuracy" in p
-                          else "final_lm_loss" if "final_lm_loss" in p else "steps")
+                pkey = v.pretraining_cell(scale)
+                p = pre_results[pkey]
+                metric = next((m for m in (study.pretraining_metric,
+                                           "held_out_masked_lm_accuracy", "final_lm_loss")
+                               if m and m in p), "steps")
                 rows.append({"study": study.name, "variant": v.name, "task": "pretraining",
+                             "kind": "pretraining", "model": size,
                              "metric": metric, "value": p.get(metric), "seed": options.seed,
                              "steps": p["steps"], "wall_s": p["wall_s"],
                              "command": p.get("command", command),
-                             "cell": f"pretraining/{budget}/{v.pretraining_key}"})
-            for task in scale.tasks:
+                             "cell": f"pretraining/{budget}/{pkey}"})
+            for task in study.tasks(scale):
                 for seed in seeds:
-                    key = f"{v.finetuning_key}/{task}/{ft_budget}/seed{seed}"
+                    key = ft_key(v, task, seed)
                     r = ft_results[key]
-                    rows.append({"study": study.name, "variant": v.name, "task": task,
-                                 "metric": r["metric"], "value": r["value"], "seed": seed,
-                                 "steps": r["steps"], "wall_s": r["wall_s"],
-                                 "command": r.get("command", command),
-                                 "cell": f"finetuning/{budget}/{key}"})
+                    base = {"study": study.name, "variant": v.name, "task": task,
+                            "model": size, "seed": seed, "wall_s": r["wall_s"],
+                            "command": r.get("command", command),
+                            "cell": f"finetuning/{budget}/{key}"}
+                    rows.append({**base, "kind": "finetuning", "metric": r["metric"],
+                                 "value": r["value"], "steps": r["steps"]})
+                    for e in r.get("per_epoch", []):
+                        rows.append({**base, "kind": "epoch", "metric": r["metric"],
+                                     "value": e["value"], "steps": e["step"],
+                                     "epoch": e["epoch"]})
+        for key, (v, task) in zs_cells.items():
+            if not any(x is v for x in study.variants):
+                continue
+            r = zs_results[key]
+            for step, value in r["curve"]:
+                rows.append({"study": study.name, "variant": f"lm_step{step}", "task": task,
+                             "kind": "zero_shot", "model": "L{}/H{}/A{}".format(
+                                 *v.model_size(scale)),
+                             "metric": r["metric"], "value": value, "seed": options.seed,
+                             "steps": step, "wall_s": r["wall_s"],
+                             "command": r.get("command", command),
+                             "cell": f"zero_shot/{budget}/{key}",
+                             "majority_class": r["majority_class"]})
     plots = {}
     for study in studies:
-        curves = {v.pretraining_key: pre_results[v.pretraining_key].get("curve", [])
-                  for v in study.variants if v.pretraining_key}
+        curves = {v.pretraining_cell(scale): pre_results[v.pretraining_cell(scale)].get(
+            "curve", []) for v in study.variants if v.pretraining_key}
         plots[study.name] = report.plot_study(options.output_dir, study, rows, curves)
     paths = report.write_results(options.output_dir, studies, rows, scale.name, seeds, plots)
     say(f"{len(ran)} cells run, {len(skipped)} reused; {paths['md']}")

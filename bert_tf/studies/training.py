@@ -94,6 +94,9 @@ def pretrain_bert(cell_dir: str, variant: Variant, scale: Scale, data: dict, see
             held_file, seq, preds, batch, False, input_context=ctx))
         result["held_out_masked_lm_accuracy"] = round(float(after["masked_lm_accuracy"]), 4)
         result["held_out_masked_lm_loss"] = round(float(after["masked_lm_loss"]), 4)
+        # BERT Table 6's "LM (ppl)": exp of the mean masked-LM cross-entropy on held-out data.
+        result["held_out_masked_lm_perplexity"] = round(
+            math.exp(min(float(after["masked_lm_loss"]), 50.0)), 3)
     save_original_checkpoint(trainer.model, os.path.join(cell_dir, "bert_model.ckpt"),
                              overwrite=True)
     result["curve"] = _curve(os.path.join(cell_dir, "pretraining", "train"), "masked_lm_loss")
@@ -117,9 +120,15 @@ class BertStudyTrainer(PretrainingTrainer):
         return losses
 
 
+GPT_PRETRAINING_CHECKPOINTS = 1000
+"""Every checkpoint of the GPT pretraining (every steps/8) is kept: GPT-1 Figure 2 (right)
+scores the zero-shot heuristics of each (`zero_shot`)."""
+
+
 def pretrain_gpt(cell_dir: str, scale: Scale, data: dict, seed: int) -> dict:
     """The left-to-right model (GPT-1's `GptModel`, LM loss, `OpenAIAdam`) on the same corpus,
-    vocab, steps, batch and length as BERT; writes gpt_params/ (original params format)."""
+    vocab, steps, batch and length as BERT; writes gpt_params/ (original params format) and
+    keeps the checkpoints `pretraining/model.ckpt-<step>` (every steps/8)."""
     import keras
     import tensorflow as tf
 
@@ -146,7 +155,8 @@ def pretrain_gpt(cell_dir: str, scale: Scale, data: dict, seed: int) -> dict:
         FinetuneOptions(output_dir=os.path.join(cell_dir, "pretraining"), learning_rate=lr,
                         num_train_steps=steps, num_warmup_steps=max(1, steps // 10),
                         train_batch_size=scale.pretraining_batch,
-                        save_checkpoints_steps=max(50, steps // 4), keep_checkpoint_max=1,
+                        save_checkpoints_steps=max(25, steps // 8),
+                        keep_checkpoint_max=GPT_PRETRAINING_CHECKPOINTS,
                         seed=seed, shuffle_buffer=1000, progress=False, plot_curves=False),
         input_keys=("token_ids",),
         optimizer_fn=lambda: OpenAIAdam(lr, t_total=steps, schedule="warmup_linear", warmup=0.1,
@@ -192,18 +202,51 @@ def _gpt_arrays(examples: list[TaskExample], labels: list[str], encoder, config,
             "label_ids": np.array([labels.index(e.label) for e in examples], np.int32)}
 
 
+def _epoch_ends(steps: int, num_examples: int, batch: int, epochs: float) -> list[int]:
+    """Global steps at which epochs 1, 2, ... end (the last is `steps`)."""
+    ends = [int(num_examples / batch * e) for e in range(1, math.ceil(epochs))]
+    return sorted({max(1, min(e, steps)) for e in ends} | {steps})
+
+
+def _train_in_epochs(model, train: dict, loss_fn, options, input_keys, optimizer_fn,
+                     ends: list[int], score) -> list[float]:
+    """Trains to each step of `ends` in turn (`train_model` resumes from its own checkpoint,
+    the optimizer's schedule spans the whole run, so the result is the one uninterrupted run)
+    and returns `score()` after each."""
+    from bert_tf.training.finetuning import train_model
+
+    scores = []
+    for end in ends:
+        train_model(model, train, loss_fn, dataclasses.replace(
+            options, num_train_steps=end, save_checkpoints_steps=end),
+            input_keys=input_keys, optimizer_fn=optimizer_fn)
+        scores.append(score())
+    return scores
+
+
+def _accuracy(logits: np.ndarray, label_ids: np.ndarray, cell_dir: str) -> float:
+    accuracy = float(np.mean(logits.argmax(-1) == label_ids))
+    if not math.isfinite(accuracy):
+        raise FloatingPointError(f"{cell_dir}: held-out accuracy is not finite")
+    return round(100 * accuracy, 2)
+
+
 def finetune(cell_dir: str, variant: Variant, scale: Scale, data: dict, task: TaskData,
              seed: int, pretraining: dict | None) -> dict:
-    """Fine-tunes the variant's model on `task` and scores the held-out split (accuracy)."""
+    """Fine-tunes the variant's model on `task` and scores the held-out split (accuracy);
+    `variant.per_epoch`: also after every epoch ("per_epoch")."""
     import keras
 
-    from bert_tf.training.finetuning import (FinetuneOptions, init_model,
-                                             num_train_and_warmup_steps, predict_arrays,
-                                             train_model)
+    from bert_tf.training.finetuning import (FinetuneOptions, checkpoint_variable_map,
+                                             init_model, num_train_and_warmup_steps,
+                                             predict_arrays)
+    from bert_tf.training.optimization import create_optimizer
 
     steps, warmup = num_train_and_warmup_steps(len(task.train), scale.finetuning_batch,
                                                scale.finetuning_epochs, 0.1)
     steps = max(1, steps)
+    ends = _epoch_ends(steps, len(task.train), scale.finetuning_batch,
+                       scale.finetuning_epochs) if variant.per_epoch else [steps]
     lr = scale.finetuning_lr
     keras.utils.set_random_seed(seed)
     options = FinetuneOptions(output_dir=os.path.join(cell_dir, "finetuning"), learning_rate=lr,
@@ -222,9 +265,14 @@ def finetune(cell_dir: str, variant: Variant, scale: Scale, data: dict, task: Ta
         init_model(model, pretraining["checkpoint"] if pretraining else None)
         train = _bert_arrays(task.train, task.labels, tokenizer, scale.max_seq_length, "train")
         held = _bert_arrays(task.held_out, task.labels, tokenizer, scale.max_seq_length, "dev")
-        train_model(model, train,
-                    lambda out, b: classification_loss(out["logits"], b["label_ids"]), options)
-        logits = predict_arrays(model, held, 64, ["logits"], progress=False)["logits"]
+        names = {var.path: name for name, var in checkpoint_variable_map(model).items()}
+        input_keys = ("input_word_ids", "input_mask", "input_type_ids")
+
+        def loss_fn(out, b):
+            return classification_loss(out["logits"], b["label_ids"])
+
+        def optimizer_fn():  # the original's AdamWeightDecay and schedule over all epochs
+            return create_optimizer(lr, steps, warmup, variable_names=names)
     else:
         from bert_tf.gpt.optimization import OpenAIAdam
         from bert_tf.gpt.params_io import load_original_params
@@ -254,16 +302,164 @@ def finetune(cell_dir: str, variant: Variant, scale: Scale, data: dict, task: Ta
                                             b["label_ids"])["train_loss"]
         model({k: train[k][:1] for k in input_keys})  # builds the weights
         if pretraining:
+            n_transfer = config.n_layer if variant.transfer_layers is None else \
+                variant.transfer_layers
             load_original_params(model.transformer, pretraining["params"],
-                                 n_transfer=config.n_layer, seed=seed)
-        train_model(model, train, loss_fn, options, input_keys=input_keys,
-                    optimizer_fn=lambda: OpenAIAdam(lr, t_total=steps, schedule="warmup_linear",
-                                                    warmup=0.1, l2=0.01, max_grad_norm=0.0))
+                                 n_transfer=n_transfer, seed=seed)
+
+        def optimizer_fn():
+            return OpenAIAdam(lr, t_total=steps, schedule="warmup_linear", warmup=0.1, l2=0.01,
+                              max_grad_norm=0.0)
+
+    def score() -> float:
         logits = predict_arrays(model, held, 64, ["logits"], input_keys=input_keys,
                                 progress=False)["logits"]
-    accuracy = float(np.mean(logits.argmax(-1) == held["label_ids"]))
-    if not math.isfinite(accuracy):
-        raise FloatingPointError(f"{cell_dir}: held-out accuracy is not finite")
-    return {"metric": "accuracy", "value": round(100 * accuracy, 2), "steps": steps,
+        return _accuracy(logits, held["label_ids"], cell_dir)
+
+    scores = _train_in_epochs(model, train, loss_fn, options, input_keys, optimizer_fn, ends,
+                              score)
+    result = {"metric": "accuracy", "value": scores[-1], "steps": steps,
+              "train_examples": len(task.train), "held_out_examples": len(task.held_out),
+              "loss_curve": _curve(os.path.join(cell_dir, "finetuning", "train"), "loss")}
+    if variant.per_epoch:
+        result["per_epoch"] = [{"epoch": i + 1, "step": end, "value": v}
+                               for i, (end, v) in enumerate(zip(ends, scores))]
+    return result
+
+
+def finetune_ner(cell_dir: str, variant: Variant, scale: Scale, data: dict, task,
+                 seed: int, pretraining: dict | None) -> dict:
+    """BERT Table 7: CoNLL-2003 NER, fine-tuned (`BertTokenClassifier`) or feature-based
+    (`FeatureBasedTagger`: the frozen pretrained BERT's `variant.feature_layers` into a
+    randomly initialised two-layer BiLSTM of `hidden_size` units per direction); entity-level
+    F1 (conlleval) on the held-out sentences."""
+    import random
+
+    import keras
+
+    from bert_tf.tasks.ner.features import convert_sentences_to_features, features_to_arrays
+    from bert_tf.tasks.ner.scoring import ner_loss_fn, score_predictions, word_predictions
+    from bert_tf.tokenization import FullTokenizer
+    from bert_tf.training.finetuning import (FinetuneOptions, init_model,
+                                             num_train_and_warmup_steps, predict_arrays,
+                                             train_model)
+
+    seq = scale.max_seq_length
+    tokenizer = FullTokenizer(data["vocab_file"], do_lower_case=True)
+    config = bert_config(scale, data["vocab_size"])
+    keras.utils.set_random_seed(seed)
+    if variant.feature_layers is None:
+        from bert_tf.modeling import BertTokenClassifier
+
+        model = BertTokenClassifier(config, len(task.labels))
+    else:
+        from bert_tf.tasks.feature_based import FeatureBasedTagger
+
+        model = FeatureBasedTagger(config, len(task.labels),
+                                   feature_layers=variant.feature_layers,
+                                   lstm_units=scale.hidden_size, lstm_layers=2)
+    init_model(model, pretraining["checkpoint"] if pretraining else None)
+    features = convert_sentences_to_features(task.train, tokenizer, task.labels, seq,
+                                             max(1, seq // 2), log_examples=0)
+    random.Random(seed).shuffle(features)
+    train = features_to_arrays(features)
+    train.pop("predict_mask")
+    steps, warmup = num_train_and_warmup_steps(len(task.train), scale.finetuning_batch,
+                                               scale.finetuning_epochs, 0.1)
+    steps = max(1, steps)
+    train_model(model, train, ner_loss_fn, FinetuneOptions(
+        output_dir=os.path.join(cell_dir, "finetuning"), learning_rate=scale.finetuning_lr,
+        num_train_steps=steps, num_warmup_steps=warmup,
+        train_batch_size=scale.finetuning_batch, save_checkpoints_steps=steps,
+        keep_checkpoint_max=1, seed=seed, progress=False, plot_curves=False))
+    held_features = convert_sentences_to_features(task.held_out, tokenizer, task.labels, seq,
+                                                  max(1, seq // 2), log_examples=0)
+    arrays = features_to_arrays(held_features)
+    logits = predict_arrays(model, arrays, 64, ["logits"], progress=False)["logits"]
+    predictions = word_predictions(held_features, np.argmax(logits, axis=-1), task.held_out,
+                                   task.labels)
+    scored = score_predictions(task.held_out, predictions)
+    f1 = float(scored.f1)
+    if not math.isfinite(f1):
+        raise FloatingPointError(f"{cell_dir}: held-out F1 is not finite")
+    return {"metric": "f1", "value": round(f1, 2), "steps": steps,
+            "precision": round(float(scored.precision), 2),
+            "recall": round(float(scored.recall), 2),
             "train_examples": len(task.train), "held_out_examples": len(task.held_out),
             "loss_curve": _curve(os.path.join(cell_dir, "finetuning", "train"), "loss")}
+
+
+def zero_shot(cell_dir: str, scale: Scale, data: dict, task: TaskData, pretraining: dict,
+              prompt: str, label_words: dict, seed: int, max_examples: int = 1000) -> dict:
+    """GPT-1 Figure 2 (right): zero-shot accuracy of the LM after each saved pretraining
+    checkpoint (and at step 0, the random initialisation of the pretraining's seed).
+
+    Each held-out example's text (its last tokens) is followed by `prompt` and a label's word;
+    the predicted label is the one whose word's tokens the LM finds likeliest (mean of the
+    tokens' log-probabilities, so a word split into several WordPieces is not penalised). Returns {"metric", "curve": [[step, accuracy %], ...], ...}."""
+    import keras
+    import tensorflow as tf
+
+    from bert_tf.gpt.model import GptModel
+    from bert_tf.gpt.text_encoder import WordPieceTextEncoder
+    from bert_tf.training.finetuning import latest_checkpoint, load_checkpoint
+
+    config = gpt_config(scale, data["vocab_size"])
+    encoder = WordPieceTextEncoder(data["vocab_file"], do_lower_case=True)
+    examples = task.held_out[:max_examples]
+    labels = [lab for lab in task.labels if lab in label_words]
+    prompt_ids = encoder.encode_text(prompt)
+    word_ids = [encoder.encode_text(" " + label_words[lab]) for lab in labels]
+    texts = encoder.encode([e.text_a for e in examples], verbose=False)
+    n_ctx = config.n_ctx
+    rows, targets = [], []  # one row per (example, label)
+    for ids in texts:
+        for words in word_ids:
+            keep = n_ctx - len(prompt_ids) - len(words)
+            seq = list(ids[-keep:]) + prompt_ids + words if keep > 0 else \
+                (prompt_ids + words)[-n_ctx:]
+            start = len(seq) - len(words)
+            rows.append(seq + [0] * (n_ctx - len(seq)))
+            targets.append((start, len(seq)))
+    token_ids = np.array(rows, np.int32)
+    gold = np.array([labels.index(e.label) for e in examples])
+
+    keras.utils.set_random_seed(seed)
+    model = GptModel(config, classifier=False, name="gpt")
+    model({"token_ids": token_ids[:1]})
+    folder = os.path.join(pretraining["params"], os.pardir, "pretraining")
+    state = os.path.join(folder, "checkpoint")
+    prefixes = []
+    if os.path.exists(state):
+        import re
+
+        prefixes = sorted({int(m.group(1)): os.path.join(folder, m.group(0)) for m in
+                           re.finditer(r"model\.ckpt-(\d+)", open(state).read())}.items())
+        prefixes = [(step, p) for step, p in prefixes if os.path.exists(p + ".index")]
+    if not prefixes and latest_checkpoint(folder):
+        prefixes = [(pretraining["steps"], latest_checkpoint(folder))]
+
+    @tf.function
+    def log_probs(batch):
+        logits = model({"token_ids": batch}, training=False)["lm_logits"]  # [B, S-1, V]
+        return tf.nn.log_softmax(logits[..., :config.n_vocab], axis=-1)
+
+    def accuracy() -> float:
+        scores = np.zeros(len(rows))
+        for b in range(0, len(rows), 64):
+            lp = log_probs(tf.constant(token_ids[b:b + 64])).numpy()
+            for i in range(lp.shape[0]):
+                start, end = targets[b + i]
+                pos = np.arange(start, end)
+                scores[b + i] = lp[i, pos - 1, token_ids[b + i, pos]].mean()
+        predicted = scores.reshape(len(examples), len(labels)).argmax(-1)
+        return round(100 * float(np.mean(predicted == gold)), 2)
+
+    curve = [[0, accuracy()]]
+    for step, prefix in prefixes:
+        load_checkpoint(model, prefix, heads="if_present")
+        curve.append([step, accuracy()])
+    majority = max(np.mean(gold == i) for i in range(len(labels)))
+    return {"metric": "zero_shot_accuracy", "value": curve[-1][1], "curve": curve,
+            "steps": curve[-1][0], "examples": len(examples), "prompt": prompt,
+            "label_words": label_words, "majority_class": round(100 * float(majority), 2)}
