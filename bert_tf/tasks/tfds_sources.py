@@ -188,9 +188,10 @@ def squad_files_from_tfds(opts):
 
 def conll_sentences(split: str, tfds_data_dir: str, name: str = "conll2003") -> list:
     """`NerSentence`s (words and NER tags) of a prepared TFDS `conll2003` split ("train", "dev",
-    "test"). TFDS stores the records shuffled and without their file position, so the order (and
-    with it the document grouping) of the CoNLL files is not recoverable; TFDS's parser also
-    yields an empty record at the end of a file, which is dropped here."""
+    "test"), in the CoNLL file's order when `prepare` made it (records stored unshuffled; a
+    dataset TFDS prepared itself is stored shuffled, and its order is TFDS's). TFDS's parser
+    drops the `-DOCSTART-` lines, so the document grouping is not kept (each sentence is its own
+    document); it also yields an empty record at the end of a file, which is dropped here."""
     from bert_tf.tasks.ner import NerSentence
 
     builder, dataset = load_prepared(name, split, tfds_data_dir)
@@ -204,6 +205,53 @@ def conll_sentences(split: str, tfds_data_dir: str, name: str = "conll2003") -> 
                                      lines=list(range(len(words))),
                                      source=f"{name}/{split}#{i}", doc_index=i))
     return sentences
+
+
+PRETRAINING_TEXT = "bert_pretraining_text"
+"""Name (and folder in `--tfds_data_dir`) of the pretraining-text dataset `prepare` makes."""
+
+
+def pretraining_documents(tfds_data_dir: str, name: str = PRETRAINING_TEXT) -> Iterator[str]:
+    """The documents of a prepared `bert_pretraining_text` dataset ("train" split, in corpus
+    order): each its sentences joined by "\n". The builder is not registered with TFDS (it is
+    bert_tf's), so it is read from its folder `<tfds_data_dir>/<name>/<version>`."""
+    tfds = _tfds()
+    io_utils.check_path(tfds_data_dir, "--tfds_data_dir")
+    if not io_utils.isdir(tfds_data_dir):
+        raise TfdsSourceError(f"--tfds_data_dir={tfds_data_dir} is not a directory")
+    root = os.path.join(tfds_data_dir, name)
+    versions = sorted((v for v in (io_utils.listdir(root) if io_utils.isdir(root) else [])
+                       if io_utils.exists(os.path.join(root, v, "dataset_info.json"))),
+                      key=lambda v: tuple(int(x) if x.isdigit() else 0 for x in v.split(".")))
+    if not versions:
+        raise TfdsSourceError(
+            f"--tfds_data_dir={tfds_data_dir}: TFDS dataset {name} is not prepared there "
+            f"(expected {root}/<version>/dataset_info.json); prepare it offline from local text "
+            f"files with bert_tf.tasks.tfds_sources.prepare({name!r}, {tfds_data_dir!r}, "
+            "manual_dir)")
+    builder = tfds.builder_from_directory(os.path.join(root, versions[-1]))
+    if "train" not in builder.info.splits or "text" not in builder.info.features:
+        raise TfdsSourceError(f"--tfds_data_dir={tfds_data_dir}: {root}/{versions[-1]} is not "
+                              "a pretraining-text dataset (a 'train' split of 'text' records)")
+    for row in tfds.as_numpy(builder.as_dataset(split="train", shuffle_files=False)):
+        yield _text(row["text"])
+
+
+def write_pretraining_text(tfds_data_dir: str, path: str, name: str = PRETRAINING_TEXT) -> int:
+    """Writes the prepared pretraining-text dataset as a create_pretraining_data input file (one
+    sentence per line, a blank line after each document), which reads back into the same
+    documents and sentences; returns the number of documents.
+
+    Raises TfdsSourceError when the dataset is missing or holds no document."""
+    count = 0
+    with open(path, "w", encoding="utf-8") as f:
+        for document in pretraining_documents(tfds_data_dir, name):
+            f.write(document)
+            f.write("\n\n")
+            count += 1
+    if not count:
+        raise TfdsSourceError(f"--tfds_data_dir={tfds_data_dir}: {name} holds no document")
+    return count
 
 
 class TfdsTaskSource:
@@ -329,6 +377,14 @@ def _local_builder_classes() -> dict:
         name = "conll2003"
         MANUAL_DOWNLOAD_INSTRUCTIONS = "manual_dir: eng.train/eng.testa/eng.testb"
 
+        def _info(self):
+            # Same features as TFDS's; records stored in file order (the NER run reads the
+            # sentences in the order the CoNLL files have them, as from the files).
+            info = super()._info()
+            return self.dataset_info_from_configs(
+                description=info.description, homepage=info.homepage, citation=info.citation,
+                features=self.builder_config.features_dict, disable_shuffling=True)
+
         def _split_generators(self, dl_manager):
             root = str(dl_manager.manual_dir)
             splits = {}
@@ -406,4 +462,5 @@ def prepare(name: str, tfds_data_dir: str, manual_dir: str) -> str:
 __all__ = ["TfdsSourceError", "GLUE_TFDS", "TfdsTaskSource", "dataset_name", "split_for",
            "load_prepared", "glue_examples", "squad_data", "write_squad_json",
            "squad_files_from_tfds",
-           "conll_sentences", "prepare"]
+           "conll_sentences", "PRETRAINING_TEXT", "pretraining_documents",
+           "write_pretraining_text", "prepare"]

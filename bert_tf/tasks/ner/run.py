@@ -21,7 +21,7 @@ from bert_tf.tasks.ner.reading import (CONLL2003_LABELS, LABEL_LIST_FILE, NerSen
 from bert_tf.tasks.ner.scoring import (ner_loss_fn, numpy_token_loss, score_predictions,
                                        word_predictions, write_conlleval_file)
 from bert_tf.tasks.results import write_eval_results, write_train_results
-from bert_tf.tasks.run_checks import (check_common_options, check_modes_and_files,
+from bert_tf.tasks.run_checks import (MODE_FILES, check_common_options, check_modes_and_files,
                                       files_from_data_dir)
 from bert_tf.tasks.run_options import EvaluatingRunOptions
 
@@ -33,7 +33,9 @@ from bert_tf.tasks.run_options import EvaluatingRunOptions
 class NerRunOptions(EvaluatingRunOptions):
     """Flags of tools/run_ner.py (the original scripts' names where they exist).
 
-    `data_dir` fills the files not given (`DATA_DIR_FILES`). `document_context` fills each
+    `data_dir` fills the files not given (`DATA_DIR_FILES`); `tfds_data_dir` instead reads
+    the splits of the TFDS dataset `conll2003` prepared there (`TFDS_SPLITS`; the same sentences
+    in the same order as the files when `tfds_sources.prepare` made it). `document_context` fills each
     window with the neighbouring sentences of the document (the paper's setting for CoNLL-2003;
     see `convert_sentences_to_features`). `feature_based` trains the paper's feature-based
     tagger (frozen BERT, `feature_layers` combination of its layers, `lstm_layers` BiLSTM layers
@@ -48,6 +50,10 @@ class NerRunOptions(EvaluatingRunOptions):
     eval_file: str | None = option(None, "Evaluation file; default data_dir/eng.testa.")
     predict_file: str | None = option(None, "Prediction file (tags optional); default "
                                       "data_dir/eng.testb.")
+    tfds_data_dir: str | None = option(
+        None, "Read the sentences from the tensorflow-datasets dataset conll2003 (splits train, "
+        "dev, test) prepared in this folder instead of --data_dir's files (a file flag given "
+        "still wins); never downloads (prepare offline: bert_tf.tasks.tfds_sources.prepare).")
     do_lower_case: bool = option(True, "Lower-case the input (True for uncased models; NER "
                                  "usually uses a cased model with False).")
     max_seq_length: int = option(128, "WordPiece tokens per window, [CLS] and [SEP] included; "
@@ -70,11 +76,48 @@ class NerRunOptions(EvaluatingRunOptions):
 
 
 DATA_DIR_FILES = {"train_file": "eng.train", "eval_file": "eng.testa", "predict_file": "eng.testb"}
+TFDS_SPLITS = {"train_file": "train", "eval_file": "dev", "predict_file": "test"}
+"""The TFDS conll2003 split read (with --tfds_data_dir) where a file flag is not given."""
+
+
+def _check_tfds_options(opts: NerRunOptions) -> None:
+    if opts.data_dir:
+        raise UserInputError(f"--data_dir={opts.data_dir} and --tfds_data_dir="
+                             f"{opts.tfds_data_dir} both given; pass one of them")
+    io_utils.check_path(opts.tfds_data_dir, "--tfds_data_dir")
+    if not io_utils.isdir(opts.tfds_data_dir):
+        raise UserInputError(f"--tfds_data_dir={opts.tfds_data_dir} is not a directory")
+    if opts.document_context:
+        raise UserInputError("--document_context needs the -DOCSTART- documents of the CoNLL "
+                             "files, which TFDS's conll2003 does not keep; use --data_dir (or "
+                             "the file flags) with it")
+    if not any(getattr(opts, mode) for mode, _ in MODE_FILES):
+        check_modes_and_files(opts)  # the "at least one mode" error
+    for mode, name in MODE_FILES:  # a file flag given is checked; the others read TFDS splits
+        if getattr(opts, mode) and getattr(opts, name):
+            check_modes_and_files(opts, [(mode, name)])
+
+
+def _read_sentences(opts: NerRunOptions, flag: str, require_labels: bool) -> list[NerSentence]:
+    """The sentences of `--<flag>`, or (not given, with --tfds_data_dir) of its TFDS split."""
+    path = getattr(opts, flag)
+    if path or not opts.tfds_data_dir:
+        return read_conll_file(path, require_labels=require_labels)
+    from bert_tf.tasks.tfds_sources import conll_sentences
+
+    sentences = conll_sentences(TFDS_SPLITS[flag], opts.tfds_data_dir)
+    if not sentences:
+        raise UserInputError(f"--tfds_data_dir={opts.tfds_data_dir}: conll2003 split "
+                             f"{TFDS_SPLITS[flag]} has no sentence")
+    return sentences
 
 
 def validate_options(opts: NerRunOptions, config=None) -> None:
     """Flag checks (UserInputError naming the flag)."""
-    check_modes_and_files(opts)
+    if opts.tfds_data_dir:
+        _check_tfds_options(opts)
+    else:
+        check_modes_and_files(opts)
     check_common_options(opts, config, positive=("doc_stride", "lstm_units", "lstm_layers"))
     if opts.feature_based and config is not None:
         if opts.feature_layers not in FEATURE_LAYERS:
@@ -160,17 +203,17 @@ def run_ner(opts: NerRunOptions) -> dict:
     label_file = os.path.join(opts.output_dir, LABEL_LIST_FILE)
     train_sentences = eval_sentences = predict_sentences = None
     if opts.do_train:
-        train_sentences = read_conll_file(opts.train_file, require_labels=True)
+        train_sentences = _read_sentences(opts, "train_file", require_labels=True)
         label_list = build_label_list(train_sentences)
     elif io_utils.exists(label_file):
         label_list = read_label_list(label_file)
     else:
         label_list = list(CONLL2003_LABELS)
     if opts.do_eval:
-        eval_sentences = read_conll_file(opts.eval_file, require_labels=True)
+        eval_sentences = _read_sentences(opts, "eval_file", require_labels=True)
         check_labels(eval_sentences, label_list)
     if opts.do_predict:
-        predict_sentences = read_conll_file(opts.predict_file, require_labels=False)
+        predict_sentences = _read_sentences(opts, "predict_file", require_labels=False)
         check_labels(predict_sentences, label_list)
 
     import keras
