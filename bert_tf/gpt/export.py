@@ -9,7 +9,8 @@
 
     serving_ids(token_ids int32 [B, S] (classification, entailment) or [B, C, S] (similarity:
       C = 2 orders; multiple choice: C choices)) -> probabilities [B, K] f32, label_ids [B] i32,
-      logits [B, K] (+ labels [B] string with a label list)
+      logits [B, K] (+ labels [B] string with a label list); a regression (STS-B):
+      predictions [B] f32 (the score) and logits [B, 1]
     serving_default: raw text in, the same outputs, for a model with a WordPiece vocabulary:
       classification (text [B]); entailment and similarity (text_a [B], text_b [B]); multiple
       choice (context [B], choices [B, C]).
@@ -108,7 +109,9 @@ class GptClassifierServingModule(_ModelModule):
         from bert_tf.gpt.input_transforms import SpecialTokens
         c = model.config
         super().__init__(model, json.dumps({"gpt_config": c.to_dict(), "task": model.task,
-                                            "num_classes": model.num_classes}),
+                                            "num_classes": model.num_classes,
+                                            "regression": bool(getattr(model, "regression",
+                                                                       False))}),
                          name="gpt_classifier")
         if not 3 <= seq_length <= c.n_ctx:
             raise ValueError(f"seq_length={seq_length} must be in [3, n_ctx={c.n_ctx}]")
@@ -121,10 +124,13 @@ class GptClassifierServingModule(_ModelModule):
         self.label_names = (tf.constant(list(label_list), tf.string)
                             if label_list is not None else None)
         rank = 2 if model.task in ("classification", "entailment") else 3
+        regression = bool(getattr(model, "regression", False))
 
         def outputs(token_ids):
             logits = tf.cast(self._model({"token_ids": token_ids}, training=False,
                                          with_lm_logits=False)["logits"], tf.float32)
+            if regression:  # the single output is the predicted score
+                return {"predictions": logits[:, 0], "logits": logits}
             out = {"probabilities": tf.nn.softmax(logits, axis=-1),
                    "label_ids": tf.argmax(logits, axis=-1, output_type=tf.int32),
                    "logits": logits}

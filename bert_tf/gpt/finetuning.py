@@ -8,7 +8,7 @@ traversal transformations (`bert_tf.gpt.input_transforms`):
 
   classification (CoLA, SST-2, IMDb)            [start; text; extract]
   entailment (MNLI, QNLI, RTE, WNLI, XNLI)      [start; premise; delim; hypothesis; extract]
-  similarity (MRPC, QQP)                        both orders, extract states summed
+  similarity (MRPC, QQP, STS-B)                 both orders, extract states summed
   multiple choice (SWAG, ROCStories)            [start; context; delim; choice; extract] per
                                                 choice, softmax over the choices
 
@@ -19,7 +19,9 @@ streams; a run resumes from output_dir) with the original `OpenAIAdam` (L2 insid
 `vector_l2`, warmup_linear schedule, global-norm clip). Dev metrics are the official ones
 (`bert_tf.evaluation.glue_metrics`; accuracy for the multiple-choice tasks).
 
-STS-B (a regression) is not supported: GptClassifier has classification heads only.
+STS-B is a regression: the similarity transformation with a one-unit head (the predicted
+score), trained with the squared error (+ lm_coef · LM loss) and evaluated with Pearson and
+Spearman correlations (`glue_metrics`), as run_classifier.py does for BERT.
 """
 from __future__ import annotations
 
@@ -45,12 +47,15 @@ from bert_tf.training.distribution import DistributionOptions
 
 TASK_KINDS = {
     "cola": "classification", "sst-2": "classification", "imdb": "classification",
-    "mrpc": "similarity", "qqp": "similarity",
+    "mrpc": "similarity", "qqp": "similarity", "sts-b": "similarity",
     "mnli": "entailment", "qnli": "entailment", "rte": "entailment", "wnli": "entailment",
     "xnli": "entailment",
     "swag": "multiple_choice", "rocstories": "multiple_choice",
 }
 """--task_name -> the paper's input transformation."""
+
+REGRESSION_TASKS = ("sts-b",)
+"""Tasks whose label is a score (one output unit, squared error, correlation metrics)."""
 
 MULTIPLE_CHOICE_FILES = {
     "swag": {"train": "train.csv", "dev": "val.csv", "test": "test.csv"},
@@ -66,8 +71,8 @@ class GptTaskDataError(UserInputError):
 @dataclasses.dataclass
 class TaskRows:
     """One split of a task as text: `parts` per row (1 text, 2 texts, or context + choices),
-    `labels` int per row (0 for unlabelled test rows), `source` (file or split name for
-    messages) and the original examples (for the result files)."""
+    `labels` int per row (float32 scores for a regression; 0 for unlabelled test rows), `source`
+    (file or split name for messages) and the original examples (for the result files)."""
 
     name: str
     source: str
@@ -148,9 +153,13 @@ def _glue_rows(processor, split, label_list) -> TaskRows:
     texts, labels = [], []
     for e in split.examples:
         texts.append([e.text_a] + ([e.text_b] if e.text_b is not None else []))
-        labels.append(label_list.index(e.label) if e.label is not None else 0)
+        if processor.is_regression:
+            labels.append(float(e.label) if e.label is not None else 0.0)
+        else:
+            labels.append(label_list.index(e.label) if e.label is not None else 0)
+    dtype = np.float32 if processor.is_regression else np.int32
     return TaskRows(split.name, f"{processor.name} {split.name}", texts, None,
-                    np.asarray(labels, np.int32), split.examples, split.leaderboard_name)
+                    np.asarray(labels, dtype), split.examples, split.leaderboard_name)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -220,7 +229,7 @@ class GptClassifierRunOptions(DistributionOptions):
     official_configs/tasks/gpt_*.flags.
 
     Attributes:
-      task_name: The name of the task to train (GLUE tasks but STS-B, imdb, swag, rocstories).
+      task_name: The name of the task to train (the GLUE tasks, xnli, imdb, swag, rocstories).
       data_dir: The input data dir (the task's tsv files; swag: train.csv, val.csv, test.csv;
         rocstories: train.csv, dev.csv, test.csv in the ROCStories cloze layout).
       gpt_config_file: GptConfig JSON of the pretrained model (n_vocab must cover the encoder).
@@ -303,9 +312,6 @@ def _check_options(opts: GptClassifierRunOptions) -> str:
     if not (opts.do_train or opts.do_eval or opts.do_predict):
         raise UserInputError("At least one of `do_train`, `do_eval` or `do_predict' must be True.")
     task = opts.task_name.strip().lower()
-    if task in ("sts-b", "stsb", "sts_b"):
-        raise UserInputError("--task_name=sts-b: a regression task; GPT fine-tuning has "
-                             "classification heads only")
     if task not in TASK_KINDS:
         from bert_tf.tasks.glue import canonical_task_name
         try:
@@ -391,7 +397,7 @@ def run_gpt_classifier(opts: GptClassifierRunOptions) -> dict:
     Returns {"task", "kind", "train": train_model's result or None, "eval": {split: metrics},
     "predict": {split: path}}. Writes model.ckpt-N, train/ (TensorBoard), curves.png,
     eval_results[_<split>].txt (official metrics, eval_loss, global_step) and
-    test_results[_<split>].tsv (class / choice probabilities per line).
+    test_results[_<split>].tsv (class / choice probabilities per line; the score for STS-B).
     """
     task = _check_options(opts)
     kind = TASK_KINDS[task]
@@ -433,9 +439,11 @@ def run_gpt_classifier(opts: GptClassifierRunOptions) -> dict:
     strategy = resolve_strategy(opts)
     io_utils.makedirs(opts.output_dir)
     keras.utils.set_random_seed(opts.seed)
+    regression = task in REGRESSION_TASKS
     with strategy.scope():
         model = GptClassifier(config, task=kind, num_classes=len(labels) if labels else None,
-                              lm_coef=opts.lm_coef, name="gpt_classifier")
+                              lm_coef=opts.lm_coef, regression=regression,
+                              name="gpt_classifier")
     latest = latest_checkpoint(opts.output_dir)
     if latest:  # a fine-tuning checkpoint (train_model resumes from it; eval/predict use it)
         load_checkpoint(model, latest, heads="required")
@@ -479,7 +487,7 @@ def run_gpt_classifier(opts: GptClassifierRunOptions) -> dict:
 
         result["train"] = train_model(model, train_arrays, loss_fn, options,
                                       input_keys=("token_ids",), strategy=strategy,
-                                      optimizer_fn=optimizer_fn)
+                                      optimizer_fn=optimizer_fn, length_key="mask")
         global_step = result["train"]["global_step"]
 
     if dev_arrays:
@@ -495,6 +503,11 @@ def run_gpt_classifier(opts: GptClassifierRunOptions) -> dict:
             if kind == "multiple_choice":
                 metrics = evaluate_logits(logits, label_ids)
                 metrics = {"accuracy": metrics["accuracy"], "eval_loss": metrics["loss"]}
+            elif regression:  # Pearson / Spearman of the predicted scores, squared-error loss
+                scores = logits[:, 0].astype(np.float64)
+                metrics = {k: float(v) for k, v in
+                           glue_metrics(task, scores, label_ids.astype(np.float64)).items()}
+                metrics["eval_loss"] = float(np.mean(np.square(scores - label_ids)))
             else:
                 metrics = {k: float(v) for k, v in
                            glue_metrics(task, logits.argmax(-1), label_ids).items()}
@@ -515,8 +528,11 @@ def run_gpt_classifier(opts: GptClassifierRunOptions) -> dict:
             logits = predict_arrays(model, arrays, opts.predict_batch_size, ["logits"],
                                     input_keys=("token_ids",))["logits"]
             path = os.path.join(opts.output_dir, f"test_results{_suffix(rows.name)}.tsv")
-            atomic_write_text(path, "".join("\t".join(str(float(p)) for p in row) + "\n"
-                                            for row in softmax(logits)))
+            if regression:  # one predicted score per line, as run_classifier.py's STS-B file
+                lines = [f"{float(score)}\n" for score in logits[:, 0]]
+            else:
+                lines = ["\t".join(str(float(p)) for p in row) + "\n" for row in softmax(logits)]
+            atomic_write_text(path, "".join(lines))
             logging.info("Wrote %d predictions to %s", len(logits), path)
             result["predict"][rows.name] = path
 

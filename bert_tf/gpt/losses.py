@@ -34,6 +34,13 @@ def classification_losses(clf_logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor
                                                           logits=tf.cast(clf_logits, tf.float32))
 
 
+def regression_losses(scores: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
+    """Squared error of a one-unit regression head (STS-B; the original has none).
+    Args: scores float [B, 1]; labels float [B]. Returns float32 [B]."""
+    predictions = tf.cast(scores, tf.float32)[:, 0]
+    return tf.square(predictions - tf.cast(labels, tf.float32))
+
+
 def train_loss(clf_losses: tf.Tensor | None, lm_losses_: tf.Tensor | None,
                lm_coef: float = 0.5) -> tf.Tensor:
     """train.py's `mgpu_train` loss: mean(clf_losses) + lm_coef · mean(lm_losses) (plain means,

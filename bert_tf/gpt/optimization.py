@@ -119,10 +119,31 @@ class OpenAIAdam(keras.optimizers.Optimizer):
         index = self._get_variable_index(variable)
         return self._m[index], self._v[index]
 
+    @property
+    def base_learning_rate(self):
+        """The peak learning rate `lr` (train.py's `--lr`), before the schedule (a variable)."""
+        return self._learning_rate
+
+    @property
+    def learning_rate(self) -> tf.Tensor:
+        """float32 []: the learning rate of the next update, lr·schedule(t/t_total) at the current
+        `iterations` = t (Adam's bias correction, which `step_size` folds in, is not included).
+
+        Keras' convention for an optimizer with a schedule: what the training loops log and
+        show (the peak rate is `base_learning_rate`; setting `learning_rate` sets the peak)."""
+        t = tf.cast(self.iterations, tf.float32)
+        return tf.cast(self._learning_rate, tf.float32) * SCHEDULES[self.schedule](
+            t / tf.constant(self.t_total, tf.float32), warmup=self.warmup)
+
+    @learning_rate.setter
+    def learning_rate(self, value) -> None:
+        keras.optimizers.Optimizer.learning_rate.fset(self, value)
+
     def step_size(self, learning_rate=None) -> tf.Tensor:
         """float32 []: the `lrt` of the next update (at the current `iterations` = t), as the
-        original computes it: lr·sqrt(1 − b2^tt)/(1 − b1^tt)·schedule(t/t_total), tt = t + 1."""
-        lr = self.learning_rate if learning_rate is None else learning_rate
+        original computes it: lr·sqrt(1 − b2^tt)/(1 − b1^tt)·schedule(t/t_total), tt = t + 1.
+        `learning_rate`: the peak lr (default `base_learning_rate`)."""
+        lr = self._learning_rate if learning_rate is None else learning_rate
         t = tf.cast(self.iterations, tf.float32)
         tt = t + 1
         lrt = tf.cast(lr, tf.float32) * tf.sqrt(1 - tf.pow(tf.constant(self.b2, tf.float32), tt))
@@ -131,9 +152,12 @@ class OpenAIAdam(keras.optimizers.Optimizer):
                                               warmup=self.warmup)
 
     def update_step(self, gradient, variable, learning_rate) -> None:
+        # `learning_rate` is Keras' `self.learning_rate`, already scheduled: the step size is
+        # computed from the peak rate in the original's order instead.
+        del learning_rate
         g = tf.cast(tf.convert_to_tensor(gradient), variable.dtype)
         m, v = self.slots(variable)
-        lrt = tf.cast(self.step_size(learning_rate), variable.dtype)
+        lrt = tf.cast(self.step_size(), variable.dtype)
         mt = self.b1 * m + (1 - self.b1) * g
         vt = self.b2 * v + (1 - self.b2) * g * g
         p = tf.convert_to_tensor(variable)

@@ -40,7 +40,7 @@ from bert_tf.options import option
 from bert_tf.gpt.params_io import SHAPES_FILE, load_original_params, save_original_params
 from bert_tf.training.distribution import (DistributionOptions, check_global_batch,
                                            check_tpu_paths, create_strategy_from_options)
-from bert_tf.training.pretraining_loop import PretrainingTrainer, TrainerOptions
+from bert_tf.training.pretraining_loop import PretrainingLoopOptions, PretrainingTrainer
 
 __all__ = ["GptTrainerOptions", "GptPretrainingTrainer", "GptPretrainingRun", "load_gpt_weights",
            "lm_input_fn", "run_gpt_pretraining", "ORIGINAL_PARAMS_DIR"]
@@ -50,11 +50,12 @@ ORIGINAL_PARAMS_DIR = "original_params"
 
 
 @dataclasses.dataclass
-class GptTrainerOptions(TrainerOptions):
-    """`TrainerOptions` plus the original optimizer's flags (train.py's names).
+class GptTrainerOptions(PretrainingLoopOptions):
+    """The pretraining loop's options plus the original optimizer's flags (train.py's names).
+    BERT's model and optimizer choices (`TrainerOptions.optimizer`,
+    `last_layer_at_predictions_only`, `xla_gelu`) are not GPT's and not among them.
 
-    Attributes (besides TrainerOptions'; `optimizer`, `last_layer_at_predictions_only` and
-    `xla_gelu` are BERT's and unused here):
+    Attributes (besides PretrainingLoopOptions'):
       lr_schedule: warmup_linear, warmup_cosine or warmup_constant (train.py's --lr_schedule; the
         paper pretrains with cosine annealing after a linear warm-up).
       lr_warmup: warm-up as a fraction of num_train_steps (train.py's --lr_warmup); None =
@@ -169,10 +170,7 @@ class GptPretrainingTrainer(PretrainingTrainer):
 
     def scheduled_learning_rate(self) -> tf.Tensor:
         """lr · schedule(t / t_total) of the next update (without Adam's bias correction)."""
-        opt = self.optimizer
-        x = tf.cast(opt.iterations, tf.float32) / tf.constant(float(opt.t_total), tf.float32)
-        return tf.cast(opt.learning_rate, tf.float32) * SCHEDULES[opt.schedule](x,
-                                                                               warmup=opt.warmup)
+        return self.optimizer.learning_rate  # OpenAIAdam's is the scheduled one
 
     def replica_losses(self, outputs: dict, batch: dict,
                        ctx: tf.distribute.ReplicaContext) -> dict[str, tf.Tensor]:
@@ -258,9 +256,6 @@ class GptPretrainingRun(DistributionOptions, GptTrainerOptions):
       max_eval_steps: Maximum number of eval steps.
       keep_checkpoint_max: How many recent training checkpoints to keep.
       jit_compile: XLA-compile the train step.
-      optimizer: BERT's optimizer choice; not used by GPT (always the original OpenAIAdam).
-      last_layer_at_predictions_only: BERT only; not used by GPT.
-      xla_gelu: BERT only; not used by GPT.
       mixed_precision: Keras mixed-precision policy.
       export_dir: Also export the trained LM as a SavedModel here (token_ids -> hidden_states,
         lm_logits, next_token_logits).

@@ -27,28 +27,39 @@ class GptClassifier(keras.Model):
     - "multiple_choice": token_ids [B, C, S], any C -> one score per choice, the original's `clf`
       (w [n_embd, 1]; one dropout mask per example shared by its choices) -> logits [B, C],
       softmax over the choices.
+    - `regression=True` (STS-B; classification, entailment or similarity): the same head with one
+      output unit, logits [B, 1] = the predicted score, trained with the squared error.
 
     Variables of the head: `clf/w` [n_embd, num_classes or 1], `clf/b`. `clf_pdrop` dropout on
     the extract states in training.
 
     `compute_losses` gives mean(cross-entropy) + lm_coef · mean(per-sequence LM losses), the
-    paper's L3 = L2 + λ·L1 with the original's LM averaging; `lm_coef` 0 turns the LM term off.
+    paper's L3 = L2 + λ·L1 with the original's LM averaging (mean squared error instead of the
+    cross-entropy for a regression); `lm_coef` 0 turns the LM term off.
     """
 
     def __init__(self, config: GptConfig | Mapping[str, Any], task: str,
                  num_classes: int | None = None, clf_token: int | None = None,
-                 lm_coef: float = 0.5, **kwargs):
+                 lm_coef: float = 0.5, regression: bool = False, **kwargs):
         super().__init__(**kwargs)
         self.config = config if isinstance(config, GptConfig) else GptConfig.from_dict(config)
         if task not in TASKS:
             raise UserInputError(f"GptClassifier: task {task!r} is unknown; expected one of "
                                  f"{', '.join(TASKS)}")
-        if task != "multiple_choice" and (num_classes is None or num_classes < 2):
+        if regression:
+            if task == "multiple_choice":
+                raise UserInputError("GptClassifier: a regression head needs the classification, "
+                                     "entailment or similarity task, not multiple_choice")
+            if num_classes not in (None, 1):
+                raise UserInputError(f"GptClassifier: a regression has one output, got "
+                                     f"num_classes={num_classes!r}")
+            num_classes = 1
+        elif task != "multiple_choice" and (num_classes is None or num_classes < 2):
             raise UserInputError(f"GptClassifier: task {task!r} needs num_classes >= 2, got "
                                  f"{num_classes!r}")
         if lm_coef < 0:
             raise UserInputError(f"GptClassifier: lm_coef must be >= 0, got {lm_coef}")
-        self.task, self.lm_coef = task, float(lm_coef)
+        self.task, self.lm_coef, self.regression = task, float(lm_coef), bool(regression)
         self.num_classes = None if task == "multiple_choice" else int(num_classes)
         self.transformer = GptModel(self.config, clf_token=clf_token, classifier=False,
                                     name="transformer")
@@ -101,9 +112,12 @@ class GptClassifier(keras.Model):
 
     def compute_losses(self, outputs: Mapping[str, tf.Tensor], token_ids: Any, mask: Any,
                        labels: Any) -> dict[str, tf.Tensor]:
-        """labels int [B]; mask float like token_ids. Returns clf_losses [B], lm_losses [...],
-        train_loss []."""
-        clf_losses = gpt_losses.classification_losses(outputs["logits"], labels)
+        """labels int [B] (float [B] scores for a regression); mask float like token_ids.
+        Returns clf_losses [B] (cross-entropy, or squared error), lm_losses [...], train_loss []."""
+        if self.regression:
+            clf_losses = gpt_losses.regression_losses(outputs["logits"], labels)
+        else:
+            clf_losses = gpt_losses.classification_losses(outputs["logits"], labels)
         token_losses = gpt_losses.lm_token_losses(outputs["lm_logits"], token_ids)
         lm = gpt_losses.lm_losses(token_losses, mask)
         return {"clf_losses": clf_losses, "lm_losses": lm,
@@ -112,7 +126,8 @@ class GptClassifier(keras.Model):
     def get_config(self) -> dict:
         return {"config": self.config.to_dict(), "task": self.task,
                 "num_classes": self.num_classes, "clf_token": self.clf_token,
-                "lm_coef": self.lm_coef, "name": self.name, "trainable": self.trainable}
+                "lm_coef": self.lm_coef, "regression": self.regression, "name": self.name,
+                "trainable": self.trainable}
 
     @classmethod
     def from_config(cls, config: dict) -> "GptClassifier":

@@ -33,8 +33,10 @@ DatasetFn = Callable[[tf.distribute.InputContext], tf.data.Dataset]
 
 
 @dataclasses.dataclass
-class TrainerOptions:
-    """Hyper-parameters of a pretraining run (the original run_pretraining.py flags)."""
+class PretrainingLoopOptions:
+    """Hyper-parameters of the pretraining loop, whatever the model family (the original
+    run_pretraining.py flags). BERT's trainer takes `TrainerOptions`, which adds BERT's model and
+    optimizer choices; GPT-1's takes `bert_tf.gpt.pretraining.GptTrainerOptions`."""
 
     output_dir: str
     train_batch_size: int = 32
@@ -46,15 +48,8 @@ class TrainerOptions:
     iterations_per_loop: int = 1000
     max_eval_steps: int = 100
     keep_checkpoint_max: int = 5
-    optimizer: str = "adamw"
     jit_compile: bool = False
     init_checkpoint: str | None = None
-    # Compute the last transformer block only at [CLS] and the masked positions (the rows the
-    # losses read; same losses up to float rounding). False = every position, as the original.
-    last_layer_at_predictions_only: bool = True
-    # The FFN's GELU as two XLA-compiled elementwise kernels while training (same values up to
-    # float rounding, +6% steps/s at L=4 on CPU). False = TensorFlow's op-by-op GELU.
-    xla_gelu: bool = True
 
     def __post_init__(self) -> None:
         """Checks the numbers before any work; errors name the flag (UserInputError)."""
@@ -68,6 +63,19 @@ class TrainerOptions:
         if not (isinstance(self.learning_rate, (int, float)) and
                 math.isfinite(self.learning_rate) and self.learning_rate > 0):
             raise UserInputError(f"--learning_rate={self.learning_rate!r}: expected a number > 0")
+
+
+@dataclasses.dataclass
+class TrainerOptions(PretrainingLoopOptions):
+    """`PretrainingLoopOptions` plus BERT's model and optimizer choices (`PretrainingTrainer`)."""
+
+    optimizer: str = "adamw"
+    # Compute the last transformer block only at [CLS] and the masked positions (the rows the
+    # losses read; same losses up to float rounding). False = every position, as the original.
+    last_layer_at_predictions_only: bool = True
+    # The FFN's GELU as two XLA-compiled elementwise kernels while training (same values up to
+    # float rounding, +6% steps/s at L=4 on CPU). False = TensorFlow's op-by-op GELU.
+    xla_gelu: bool = True
 
 
 def _local_loss_parts(outputs: dict, batch: dict) -> dict[str, tf.Tensor]:
@@ -99,7 +107,8 @@ class PretrainingTrainer:
     Another model family reuses the loop by overriding the hooks `create_model`,
     `create_optimizer`, `replica_losses` (+ `loss_keys`), `eval_loss_parts` / `eval_metrics`,
     `initialize_from`, `scheduled_learning_rate` and `export_original_checkpoint`, and `clip_norm`
-    (e.g. `bert_tf.gpt.pretraining.GptPretrainingTrainer`).
+    (e.g. `bert_tf.gpt.pretraining.GptPretrainingTrainer`). The loop reads only the
+    `PretrainingLoopOptions` fields of `options`; BERT's hooks also read `TrainerOptions`'.
     """
 
     # The per-step losses recorded, logged and written to TensorBoard (besides learning_rate and
@@ -108,7 +117,7 @@ class PretrainingTrainer:
     # Global-norm clip of the summed gradients (None: no clipping).
     clip_norm: float | None = 1.0
 
-    def __init__(self, config: BertConfig, options: TrainerOptions,
+    def __init__(self, config: BertConfig, options: PretrainingLoopOptions,
                  strategy: tf.distribute.Strategy | None = None):
         self.config = config
         self.options = options
