@@ -6,6 +6,10 @@ behaviour, exact rate, `noise_shape` supported) plus one testing hook: `injected
 makes chosen layers use given boolean keep masks instead of drawing their own, so a train-mode
 forward pass can be compared with a recording of the original's (whose random stream no other
 implementation can reproduce).
+
+In a length-cut training step (`bert_tf.modeling.dropout.dropout_masks_at_padded_length`) the mask
+is drawn for the input padded to the full sequence length and cut, so the kept elements are the
+padded batch's.
 """
 from __future__ import annotations
 
@@ -15,6 +19,8 @@ from typing import Iterator, Mapping
 import keras
 import numpy as np
 import tensorflow as tf
+
+from bert_tf.modeling.dropout import padded_batch_mask, padding_active
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -35,7 +41,21 @@ class GptDropout(keras.layers.Dropout):
             keep = tf.cast(tf.convert_to_tensor(self._injected_keep_mask), inputs.dtype)
             scale = tf.cast(1.0 / (1.0 - self.rate), inputs.dtype)
             return inputs * scale * keep
-        return super().call(inputs, training=training)
+        if not padding_active():
+            return super().call(inputs, training=training)
+        # The padded batch's mask (the same seed draw and stream as keras.random.dropout's),
+        # cut to this batch's length.
+        seed = self.seed_generator.next()
+        if seed.dtype != tf.int32:
+            seed = tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)
+
+        def draw(shape):
+            noise_shape = None if self.noise_shape is None else tf.stack(
+                [shape[i] if n is None else n for i, n in enumerate(self.noise_shape)])
+            return tf.nn.experimental.stateless_dropout(
+                tf.ones(shape, inputs.dtype), rate=self.rate, seed=seed, noise_shape=noise_shape)
+
+        return inputs * padded_batch_mask(inputs, draw)
 
 
 @contextlib.contextmanager

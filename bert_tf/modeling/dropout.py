@@ -4,13 +4,94 @@ BERT drops 10% of every hidden state and of every attention probability while tr
 generating those random numbers is one of the largest costs of a training step after the matmuls.
 `BertDropout` draws 16 random bits per element (two per 32-bit Philox output) and compares them
 with an integer threshold, instead of a float in [0, 1) per element.
+
+Length-aware training (`bert_tf.training.finetuning` cuts each batch's sequence axis to its
+longest example) keeps the padded path's masks: inside `dropout_masks_at_padded_length(S, L)`,
+a dropout layer draws the mask for its input as the S-padded batch has it and uses the part of
+this batch (`padded_batch_mask`: sequence axes sliced to [:L], flattened [R·L, ...] tokens taken
+from [R, S, ...]), so every kept element is the one the padded batch would keep (Philox draws in
+row-major order). Both `BertDropout` and `bert_tf.gpt.dropout.GptDropout` follow it.
 """
 from __future__ import annotations
+
+import contextlib
+import contextvars
+from typing import Callable, Iterator
 
 import keras
 import tensorflow as tf
 
 _LEVELS = 1 << 16
+# (padded length S, this batch's length L) while tracing a length-cut training step; a context
+# variable read at trace time, like a name scope (set only by `dropout_masks_at_padded_length`).
+_PADDED_LENGTH: contextvars.ContextVar = contextvars.ContextVar("bert_tf_dropout_padded_length",
+                                                                default=None)
+
+
+@contextlib.contextmanager
+def dropout_masks_at_padded_length(padded_length: int, length: tf.Tensor,
+                                   rows: tf.Tensor) -> Iterator[None]:
+    """Within the block (at trace time), dropout masks are drawn as for sequences of
+    `padded_length` and cut to the inputs' `length` (see the module docstring).
+
+    Args:
+      padded_length: S, the sequence length of the padded batches (e.g. max_seq_length).
+      length: int scalar tensor L <= S, the sequence length of this (cut) batch.
+      rows: int scalar tensor R, the number of sequences in the batch (e.g. B, or B·C for
+        B examples of C choices).
+    """
+    token = _PADDED_LENGTH.set((int(padded_length), length, rows))
+    try:
+        yield
+    finally:
+        _PADDED_LENGTH.reset(token)
+
+
+def padding_active() -> bool:
+    """True inside `dropout_masks_at_padded_length` (while tracing a length-cut step)."""
+    return _PADDED_LENGTH.get() is not None
+
+
+def padded_batch_mask(inputs: tf.Tensor, draw: Callable[[tf.Tensor], tf.Tensor]) -> tf.Tensor:
+    """The dropout mask for `inputs` that the S-padded batch would draw, cut to this batch.
+
+    Args:
+      inputs: a dropout layer's input, in one of the layouts of a cut batch of R sequences of
+        length L: sequence axes (not the first, static size unknown, size L at run time; e.g.
+        hidden states [R, L, H], attention probabilities [R, N, L, L]), flattened tokens (first
+        axis R·L, e.g. [R·L, H] before a dense layer), or neither (e.g. pooled [R, H]).
+      draw: shape int32 [rank] -> the layer's mask of that shape (one random draw).
+
+    Returns:
+      `draw(padded shape)` cut to the shape of `inputs` (sequence axes sliced to [:L]; flattened
+      tokens drawn as [R, S, ...] and sliced to [:, :L]); `draw(shape)` when nothing is cut.
+    """
+    padding = _PADDED_LENGTH.get()
+    shape = tf.shape(inputs)
+    rank = inputs.shape.rank
+    if padding is None or rank is None:
+        return draw(shape)
+    padded_length, length, rows = padding
+    padded_length = tf.constant(padded_length, shape.dtype)
+    length, rows = tf.cast(length, shape.dtype), tf.cast(rows, shape.dtype)
+    dims = [shape[a] for a in range(rank)]
+    axes = [a for a in range(1, rank) if inputs.shape[a] is None]
+    if axes:  # sequence axes
+        for a in axes:
+            dims[a] = tf.where(tf.equal(dims[a], length), padded_length, dims[a])
+        padded = tf.stack(dims)
+        return tf.slice(draw(padded), tf.zeros_like(padded), shape)
+    if rank < 2 or inputs.shape[0] is not None:
+        return draw(shape)
+
+    def flattened_tokens():
+        grid = tf.stack([rows, padded_length] + dims[1:])  # [R, S, ...]
+        mask = tf.reshape(draw(tf.stack([rows * padded_length] + dims[1:])), grid)
+        mask = tf.slice(mask, tf.zeros_like(grid), tf.stack([rows, length] + dims[1:]))
+        return tf.reshape(mask, shape)
+
+    is_tokens = tf.logical_and(tf.equal(dims[0], rows * length), length > 1)
+    return tf.cond(is_tokens, flattened_tokens, lambda: draw(shape))
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -44,7 +125,17 @@ class BertDropout(keras.layers.Dropout):
         seed = self.seed_generator.next()
         if seed.dtype != tf.int32:  # Keras keeps int64 seed state; stateless ops want int32
             seed = tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)
-        size = tf.size(inputs)
+        if padding_active():  # the padded batch's mask, cut to this batch's length
+            keep = padded_batch_mask(inputs, lambda shape: self._keep(seed, shape))
+        else:
+            keep = self._keep(seed, tf.shape(inputs), tf.size(inputs))
+        scale = _LEVELS / (_LEVELS - self.threshold)
+        mask = tf.where(keep, tf.constant(scale, inputs.dtype), tf.constant(0, inputs.dtype))
+        return inputs * mask
+
+    def _keep(self, seed: tf.Tensor, shape: tf.Tensor, size: tf.Tensor | None = None) -> tf.Tensor:
+        """bool `shape`: the elements kept by the stream of `seed` (this replica's slice)."""
+        size = tf.reduce_prod(shape) if size is None else size
         replica = tf.distribute.get_replica_context()
         if replica is not None and replica.num_replicas_in_sync > 1:
             halves = _replica_slice_of_stream(seed, size, replica.replica_id_in_sync_group)
@@ -52,10 +143,7 @@ class BertDropout(keras.layers.Dropout):
             bits = tf.random.stateless_uniform([(size + 1) // 2], seed=seed, minval=None,
                                                maxval=None, dtype=tf.uint32)
             halves = tf.reshape(tf.bitcast(bits, tf.uint16), [-1])[:size]
-        keep = tf.reshape(halves >= tf.constant(self.threshold, tf.uint16), tf.shape(inputs))
-        scale = _LEVELS / (_LEVELS - self.threshold)
-        mask = tf.where(keep, tf.constant(scale, inputs.dtype), tf.constant(0, inputs.dtype))
-        return inputs * mask
+        return tf.reshape(halves >= tf.constant(self.threshold, tf.uint16), shape)
 
 
 def _replica_slice_of_stream(seed, size, replica_id):

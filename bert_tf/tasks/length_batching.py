@@ -200,8 +200,9 @@ def trim_padding(batch: Mapping[str, tf.Tensor], length_multiple: int = 32,
                  mask_key: str = "input_mask") -> dict[str, tf.Tensor]:
     """Cuts one batch's sequence axis to its longest example, rounded up (graph ops).
 
-    For a training or evaluation loop that keeps its batches (e.g. `dataset.map(trim_padding)`):
-    every tensor whose last axis has the mask's length S is cut to
+    For a training or evaluation loop that keeps its batches (e.g. `dataset.map(trim_padding)`,
+    as `bert_tf.training.finetuning.train_model` does): every tensor of the mask's shape [B, ...,
+    S] (the same leading axes and S last, e.g. input ids, NER label ids) is cut to
     L = min(S, ceil(max length / length_multiple) * length_multiple); others pass unchanged.
 
     Args:
@@ -221,7 +222,8 @@ def trim_padding(batch: Mapping[str, tf.Tensor], length_multiple: int = 32,
     static_seq = mask.shape[-1]
     out = {}
     for k, v in batch.items():
-        if v.shape.rank and v.shape.rank >= 2 and v.shape[-1] == static_seq:
+        if (v.shape.rank == mask.shape.rank and v.shape.rank >= 2 and v.shape[-1] == static_seq
+                and v.shape[1:-1] == mask.shape[1:-1]):
             out[k] = v[..., :length]
         else:
             out[k] = v

@@ -5,7 +5,12 @@ strategy (one device, mirrored GPUs, several workers, TPU), as the original's TP
 AdamWeightDecay with linear warm-up and linear decay (`create_optimizer`, decay decided on the
 original TF1 variable names), gradients summed over the replicas and clipped to global norm 1.0,
 the training input repeated, shuffled over a 100-example buffer and cut into global batches (the
-last partial one dropped), each global batch split evenly across the replicas.
+last partial one dropped), each global batch split evenly across the replicas. Length-aware by
+default: the same batches in the same order, each cut on its sequence axis to its longest example
+rounded up to a multiple of 32 (`tasks.length_batching.trim_padding`; one graph with a dynamic
+sequence axis), with the dropout masks the padded batch would draw
+(`modeling.dropout.dropout_masks_at_padded_length`), so losses and weights equal the padded path
+up to float rounding; `FinetuneOptions.length_bucketing=False` is the padded path.
 
 Checkpoints are the original Estimator's: `<output_dir>/model.ckpt-<step>` (TF1 format) with the
 weights under the original names, `global_step`, and the optimizer's `<name>/adam_m` and
@@ -28,6 +33,7 @@ A task supplies its features as NumPy arrays (one row per example) and a loss
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -44,7 +50,9 @@ from bert_tf.checkpoints import (CheckpointError, assign_from_checkpoint, checkp
                                  is_encoder_savedmodel, latest_checkpoint,
                                  load_encoder_savedmodel, load_original_checkpoint,
                                  remove_stale_temp_files, write_step_checkpoint)
+from bert_tf.modeling.dropout import dropout_masks_at_padded_length
 from bert_tf.progress import progress_bar
+from bert_tf.tasks.length_batching import trim_padding
 from bert_tf.training.distribution import (check_global_batch, check_model_in_scope,
                                            check_tpu_paths, is_chief, is_tpu_strategy,
                                            resolve_strategy)
@@ -87,6 +95,11 @@ class FinetuneOptions:
       progress: show a Keras progress bar (with ETA) on stdout.
       plot_curves: at the end, draw the TensorBoard scalars of `output_dir` (this run's and
         earlier, interrupted ones') into `<output_dir>/curves.png` (`bert_tf.plotting`).
+      length_bucketing: cut each training batch's sequence axis to its longest example, rounded
+        up to a multiple of `length_multiple` (same batches, same order, same dropout masks:
+        the padded path's losses up to float rounding); only when `train_model` has a
+        `length_key` array, never on TPUs. False: every batch at full length.
+      length_multiple: the cut lengths are multiples of this (or the full length).
     """
 
     output_dir: str
@@ -101,11 +114,13 @@ class FinetuneOptions:
     shuffle_buffer: int = 100
     progress: bool = True
     plot_curves: bool = True
+    length_bucketing: bool = True
+    length_multiple: int = 32
 
     def validate(self) -> None:
         """ValueError naming the option when a value cannot be used."""
         for name in ("num_train_steps", "train_batch_size", "save_checkpoints_steps",
-                     "keep_checkpoint_max", "shuffle_buffer"):
+                     "keep_checkpoint_max", "shuffle_buffer", "length_multiple"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         if self.num_warmup_steps < 0:
@@ -263,19 +278,26 @@ def _replica_loss(loss_value, ctx: tf.distribute.ReplicaContext) -> tf.Tensor:
 
 
 def make_train_step(model: keras.Model, optimizer, loss_fn: LossFn,
-                    input_keys: Sequence[str] = ENCODER_INPUT_KEYS, clip_norm: float = 1.0):
+                    input_keys: Sequence[str] = ENCODER_INPUT_KEYS, clip_norm: float = 1.0,
+                    padded_length: int | None = None, length_key: str | None = None):
     """The per-replica step: forward (training=True), `loss_fn`, gradients summed over the
     replicas and clipped by global norm, update. Run it with `strategy.run` (or directly on one
     device). Returns `step(batch) -> {"loss", "learning_rate", "grad_norm"}` (scalars; the loss
-    is the global batch's, the same on every replica)."""
+    is the global batch's, the same on every replica).
+
+    With `padded_length` (S) and `length_key` (the array whose last axis is the batch's cut
+    sequence length L), batches may be cut to L <= S: dropout draws the masks of the S-padded
+    batch (`dropout_masks_at_padded_length`)."""
     input_keys = tuple(input_keys)
+    if (padded_length is None) != (length_key is None):
+        raise ValueError("padded_length and length_key go together")
     optimizer.aggregate_gradients = False  # the step all-reduces itself, before clipping
 
     def step(batch):
         ctx = tf.distribute.get_replica_context()
         learning_rate = optimizer.learning_rate  # at the pre-update iteration count
         variables = model.trainable_variables
-        with tf.GradientTape() as tape:
+        with tf.GradientTape() as tape, _padded_dropout(batch):
             outputs = model({k: batch[k] for k in input_keys}, training=True)
             share = _replica_loss(loss_fn(outputs, batch), ctx)
         grads = tape.gradient(share, variables)
@@ -291,14 +313,23 @@ def make_train_step(model: keras.Model, optimizer, loss_fn: LossFn,
         return {"loss": loss, "learning_rate": tf.cast(learning_rate, tf.float32),
                 "grad_norm": norm}
 
+    def _padded_dropout(batch):
+        if padded_length is None:
+            return contextlib.nullcontext()
+        shape = tf.shape(batch[length_key])  # [B, ..., L]
+        return dropout_masks_at_padded_length(padded_length, shape[-1],
+                                              tf.reduce_prod(shape[:-1]))
+
     return step
 
 
 def _train_dataset_fn(arrays: Mapping[str, np.ndarray], options: FinetuneOptions,
-                      skip_steps: int):
+                      skip_steps: int, length_key: str | None = None):
     """input_context -> this input pipeline's per-replica batches, after `skip_steps` global
     batches. The example stream (repeat, seeded shuffle) is the same whatever the strategy; the
-    global batch k is examples [k·B, (k+1)·B) of it, replica r of n gets its r-th 1/n slice."""
+    global batch k is examples [k·B, (k+1)·B) of it, replica r of n gets its r-th 1/n slice.
+    With `length_key`, each per-replica batch is then cut to its longest example by that array
+    (`trim_padding`, rounded up to `options.length_multiple`): the same rows, fewer columns."""
     global_batch = options.train_batch_size
 
     def dataset_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
@@ -310,6 +341,8 @@ def _train_dataset_fn(arrays: Mapping[str, np.ndarray], options: FinetuneOptions
         # Per-replica batches in order; pipeline i takes every n-th, so that replica r's part of
         # global batch k is the same rows whatever the number of workers.
         ds = ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
+        if length_key is not None:
+            ds = ds.map(lambda batch: trim_padding(batch, options.length_multiple, length_key))
         return ds.prefetch(tf.data.AUTOTUNE)
 
     return dataset_fn
@@ -332,7 +365,8 @@ def _format_eta(seconds: float) -> str:
 def train_model(model: keras.Model, arrays: Mapping[str, np.ndarray], loss_fn: LossFn,
                 options: FinetuneOptions, input_keys: Sequence[str] = ENCODER_INPUT_KEYS,
                 strategy: Any = None,
-                optimizer_fn: Callable[[], keras.optimizers.Optimizer] | None = None) -> dict:
+                optimizer_fn: Callable[[], keras.optimizers.Optimizer] | None = None,
+                length_key: str | None = "input_mask") -> dict:
     """Fine-tunes `model` until global step `options.num_train_steps`, as the original.
 
     When `options.output_dir` holds a checkpoint (of an earlier, interrupted run), training
@@ -353,6 +387,11 @@ def train_model(model: keras.Model, arrays: Mapping[str, np.ndarray], loss_fn: L
       optimizer_fn: () -> optimizer (called under the strategy's scope), instead of the
         original's AdamWeightDecay with `options`' schedule (e.g. GPT-1's OpenAIAdam; its
         schedule is its own, the loop still clips to `options.clip_norm`).
+      length_key: the array [N, ..., S] whose non-zero entries mark each example's tokens (BERT's
+        "input_mask", GPT-1's "mask"), by which `options.length_bucketing` cuts the batches; the
+        model must give its real positions the same outputs at any padding (BERT with its input
+        mask, a causal GPT). Not cut when None or not among the arrays. The default is used only
+        when "input_mask" is one of `input_keys`.
 
     Returns:
       {"global_step": int, "start_step": int (0, or the step resumed from), "first_loss": float
@@ -399,10 +438,13 @@ def train_model(model: keras.Model, arrays: Mapping[str, np.ndarray], loss_fn: L
                      num_train_steps)
         return result
 
+    length_key = _length_key(arrays, input_keys, length_key, options, strategy)
+    padded_length = np.shape(arrays[length_key])[-1] if length_key else None
     dist = strategy.distribute_datasets_from_function(
-        _train_dataset_fn(arrays, options, skip_steps=start))
+        _train_dataset_fn(arrays, options, skip_steps=start, length_key=length_key))
     iterator = iter(dist)
-    replica_step = make_train_step(model, optimizer, loss_fn, input_keys, options.clip_norm)
+    replica_step = make_train_step(model, optimizer, loss_fn, input_keys, options.clip_norm,
+                                   padded_length=padded_length, length_key=length_key)
 
     @tf.function
     def train_step(it):
@@ -451,6 +493,18 @@ def train_model(model: keras.Model, arrays: Mapping[str, np.ndarray], loss_fn: L
     if options.plot_curves and chief:
         result["curves"] = _plot_curves(output_dir)
     return result
+
+
+def _length_key(arrays: Mapping[str, np.ndarray], input_keys: Sequence[str],
+                length_key: str | None, options: FinetuneOptions, strategy) -> str | None:
+    """The array by which training batches are cut, or None for the padded path."""
+    if not options.length_bucketing or not length_key or length_key not in arrays:
+        return None
+    if length_key == "input_mask" and length_key not in input_keys:
+        return None  # the default, for models that read an input mask (BERT)
+    if is_tpu_strategy(strategy) or np.ndim(arrays[length_key]) < 2:
+        return None  # TPUs want fixed shapes
+    return length_key
 
 
 def _plot_curves(output_dir: str) -> str | None:
