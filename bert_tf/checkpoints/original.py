@@ -11,6 +11,7 @@ import contextlib
 import glob
 import json
 import os
+import re
 import shutil
 import tempfile
 from typing import Mapping
@@ -328,6 +329,7 @@ def save_original_checkpoint(model, prefix: str | os.PathLike, overwrite: bool =
 # Training checkpoints in the original Estimator layout: <dir>/model.ckpt-<step> + `checkpoint`
 # ---------------------------------------------------------------------------------------------
 _TEMP_PREFIX = ".ckpt_tmp_"
+_ATOMIC_TEMPORARY = re.compile(r"\..+\.[0-9a-f]{12}[^/]*\.tmp")
 
 
 def latest_checkpoint(directory: str) -> str | None:
@@ -352,7 +354,8 @@ def checkpoint_global_step(prefix: str | None) -> int | None:
 
 def remove_stale_temp_files(directory: str) -> list[str]:
     """Removes the temporary folders `write_tf1_checkpoint` leaves when its process is killed
-    (`<directory>/.ckpt_tmp_*`). Call it only where no other process is writing checkpoints.
+    (`<directory>/.ckpt_tmp_*`) and the temporary files of `io_utils.atomic_output_path` there
+    (`.<name>.<12 hex>.tmp`). Call it only where no other process is writing checkpoints.
     Returns the paths removed."""
     removed = []
     from bert_tf import io_utils
@@ -361,11 +364,13 @@ def remove_stale_temp_files(directory: str) -> list[str]:
         with contextlib.suppress(OSError):
             io_utils.rmtree(path)
             removed.append(path)
-    # the `checkpoint` state file's temporary (atomic_write_text: .checkpoint.<random>.tmp)
-    for path in io_utils.glob(io_utils.join(glob.escape(directory), ".checkpoint.*.tmp")):
-        with contextlib.suppress(OSError, tf.errors.OpError):
-            tf.io.gfile.remove(path)
-            removed.append(path)
+    # io_utils.atomic_output_path's temporaries (`.<name>.<12 hex>.tmp`) of the files written
+    # beside the checkpoints: the `checkpoint` state file, eval_results.txt, curves.png, ...
+    for path in io_utils.glob(io_utils.join(glob.escape(directory), ".*.tmp")):
+        if _ATOMIC_TEMPORARY.fullmatch(os.path.basename(path)):
+            with contextlib.suppress(OSError, tf.errors.OpError):
+                tf.io.gfile.remove(path)
+                removed.append(path)
     if removed:
         logging.info("Removed %d temporary checkpoint folder(s) of an interrupted run in %s",
                      len(removed), directory)

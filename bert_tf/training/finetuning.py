@@ -436,6 +436,11 @@ def train_model(model: keras.Model, arrays: Mapping[str, np.ndarray], loss_fn: L
     if start >= num_train_steps:
         logging.info("%s is at step %d >= num_train_steps=%d: nothing to train", latest, start,
                      num_train_steps)
+        # A run killed after its last checkpoint but before its curves: draw them now.
+        if (options.plot_curves and chief
+                and not tf.io.gfile.exists(os.path.join(output_dir, "curves.png"))
+                and tf.io.gfile.isdir(os.path.join(output_dir, "train"))):
+            result["curves"] = _plot_curves(output_dir)
         return result
 
     length_key = _length_key(arrays, input_keys, length_key, options, strategy)

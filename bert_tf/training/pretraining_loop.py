@@ -21,7 +21,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf.checkpoints import load_original_checkpoint, variable_map, write_step_checkpoint
+from bert_tf.checkpoints import (latest_checkpoint, load_original_checkpoint, variable_map,
+                                 write_step_checkpoint)
 from bert_tf.errors import UserInputError
 from bert_tf.io_utils import atomic_write_text
 from bert_tf.modeling import BertConfig, BertPretrainer
@@ -218,7 +219,8 @@ class PretrainingTrainer:
     def _remove_leftovers(self) -> None:
         """Removes the temporary files earlier killed runs of this output left: TF's
         `ckpt-N_temp/` folders and `checkpoint.tmp<hex>` state files, the original-format
-        export's `.ckpt_tmp_*` folders and `.eval_results.txt.*.tmp` (one run per output_dir)."""
+        export's `.ckpt_tmp_*` folders and `.<name>.<12 hex>.tmp` files (its `checkpoint` state
+        file, eval_results.txt, curves.png) (one run per output_dir)."""
         _remove_matching(self.checkpoint_dir, _CHECKPOINT_TEMPORARIES)
         if self.is_chief:
             _remove_matching(self.options.output_dir, _OUTPUT_TEMPORARIES)
@@ -244,7 +246,15 @@ class PretrainingTrainer:
                 logging.warning("%s holds no dropout random state (an older checkpoint): the "
                                 "run continues, but not bit-identically to an uninterrupted one",
                                 latest)
-            logging.info("Resumed from %s at step %d", latest, int(self.global_step.numpy()))
+            step = int(self.global_step.numpy())
+            logging.info("Resumed from %s at step %d", latest, step)
+            # A run killed between this training checkpoint and its model.ckpt-<step> (or its
+            # listing in `checkpoint`): the restored weights are that step's, so write it now,
+            # as the uninterrupted run has.
+            original = latest_checkpoint(self.options.output_dir)
+            if self.is_chief and (original is None
+                                  or os.path.basename(original) != f"model.ckpt-{step}"):
+                self.export_original_checkpoint()
         elif self.options.init_checkpoint:
             self.initialize_from(self.options.init_checkpoint)
             logging.info("Initialised weights from %s", self.options.init_checkpoint)
@@ -419,9 +429,10 @@ class PretrainingTrainer:
 
 
 # Temporary names of this module's writers (TF's CheckpointManager, save_original_checkpoint,
-# atomic_write_text); never a final name.
+# io_utils.atomic_output_path: `.<name>.<12 hex>.tmp` of the `checkpoint` state file,
+# eval_results.txt, curves.png); never a final name.
 _CHECKPOINT_TEMPORARIES = re.compile(r"ckpt-\d+_temp.*|checkpoint\.tmp[0-9a-f]*")
-_OUTPUT_TEMPORARIES = re.compile(r"\.ckpt_tmp_.*|\.eval_results\.txt\..*\.tmp")
+_OUTPUT_TEMPORARIES = re.compile(r"\.ckpt_tmp_.*|\..+\.[0-9a-f]{12}[^/]*\.tmp")
 
 
 def _remove_matching(directory: str, pattern: re.Pattern) -> list[str]:

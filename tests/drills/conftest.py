@@ -22,3 +22,16 @@ def dropout_config(original_fixtures, tmp_path_factory) -> pathlib.Path:
 def pretraining_records(original_fixtures) -> pathlib.Path:
     """The original create_pretraining_data.py output (max_seq_length 128, 20 predictions)."""
     return original_fixtures / "pretraining_data" / "run1.tfrecord"
+
+
+@pytest.fixture(scope="session")
+def pretraining_reference(dropout_config, pretraining_records, tmp_path_factory) -> pathlib.Path:
+    """The output_dir of an uninterrupted run_pretraining.py run (drill_tools.pretraining_flags),
+    shared by the kill drills."""
+    from drill_tools import pretraining_flags, run_tool
+
+    output_dir = tmp_path_factory.mktemp("pretraining") / "uninterrupted"
+    done = run_tool("run_pretraining", *pretraining_flags(dropout_config, pretraining_records,
+                                                          output_dir))
+    assert done.returncode == 0, done.stderr[-3000:]
+    return output_dir

@@ -84,3 +84,61 @@ def temporaries(*roots: pathlib.Path) -> list[str]:
     return sorted(found)
 
 
+
+def extra_files(folder: pathlib.Path, reference: pathlib.Path) -> tuple[list[str], list[str]]:
+    """(files under `folder` that `reference` lacks, files of `reference` that `folder` lacks),
+    TensorBoard event files aside (one per process, named by host, pid and time)."""
+    def files(root):
+        return {str(p.relative_to(root)) for p in root.rglob("*")
+                if p.is_file() and "tfevents" not in p.name}
+    got, want = files(folder), files(reference)
+    return sorted(got - want), sorted(want - got)
+
+
+def logged_losses(train_dir: pathlib.Path) -> list[dict[int, float]]:
+    """Per process (events file, in order of creation): {step: loss} of the TensorBoard
+    scalars it wrote (a killed process's unfinished tail is ignored)."""
+    import tensorflow as tf
+
+    runs = []
+    for path in sorted(train_dir.glob("events.out.tfevents.*"),
+                       key=lambda p: (int(p.name.split(".")[3]), p.name)):
+        losses = {}
+        try:
+            for event in tf.compat.v1.train.summary_iterator(str(path)):
+                for value in event.summary.value:
+                    if value.tag == "loss":
+                        losses[int(event.step)] = float(tf.make_ndarray(value.tensor))
+        except tf.errors.DataLossError:  # the tail a killed process did not finish writing
+            pass
+        runs.append(losses)
+    return runs
+
+
+def checkpoint_variables(prefix) -> dict:
+    """name -> array of every variable of a checkpoint (TF1 or TF2 object-based)."""
+    import tensorflow as tf
+
+    reader = tf.train.load_checkpoint(str(prefix))
+    return {n: reader.get_tensor(n) for n in reader.get_variable_to_shape_map()
+            if n != "_CHECKPOINTABLE_OBJECT_GRAPH"}
+
+
+def assert_identical(a: dict, b: dict, what: str) -> None:
+    import numpy as np
+
+    assert sorted(a) == sorted(b), what
+    for name in a:
+        np.testing.assert_array_equal(a[name], b[name], err_msg=f"{what}: {name}")
+
+
+PRETRAINING_STEPS = 10
+
+
+def pretraining_flags(config, records, output_dir) -> list[str]:
+    """run_pretraining.py: 10 steps of batch 8, a checkpoint every 2."""
+    return [f"--bert_config_file={config}", f"--input_file={records}",
+            f"--output_dir={output_dir}", "--do_train=True", "--train_batch_size=8",
+            "--max_seq_length=128", "--max_predictions_per_seq=20",
+            f"--num_train_steps={PRETRAINING_STEPS}", "--num_warmup_steps=2",
+            "--learning_rate=1e-4", "--save_checkpoints_steps=2", "--iterations_per_loop=1"]

@@ -1,20 +1,32 @@
-"""Drill: kill -9 real tools mid-write, run them again, and find no temporary file left and the
-same output as an uninterrupted run: data generation (scalable mode, 2 workers: 3 kills) and
-export (2 kills, and an --overwrite that never lets `<export_dir>/1/` go missing). Pretraining's
-5 kills are in test_kill_resume.py (which also checks for temporaries)."""
+"""Drill: kill -9 real tools 10 times each at varied points (during start-up, mid-work,
+mid-write of an output, just after a checkpoint), run them once more, and find no temporary
+file left and exactly the output of an uninterrupted run: data generation in faithful and in
+scalable mode (2 workers), pretraining (dropout 0.1; the output compared variable by variable and
+file by file with an uninterrupted run's) and export (5 kills of a first export, 5 of an
+--overwrite, then an --overwrite that never lets `<export_dir>/1/` go missing). After every kill,
+whatever is under a final name is whole. Fine-tuning's 10 kills are in
+tests/training/test_finetuning_drills.py. The random delays come from `BERT_TF_DRILL_SEED`
+(default: a fresh seed, named in failure messages)."""
 from __future__ import annotations
 
+import contextlib
 import os
 import random
+import re
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
-from drill_tools import KilledRun, run_tool, temporaries
+from drill_tools import (PRETRAINING_STEPS, KilledRun, assert_identical, checkpoint_variables,
+                         extra_files, logged_losses, pretraining_flags, run_tool, temporaries)
 
 pytestmark = pytest.mark.drills
+
+SEED = int(os.environ.get("BERT_TF_DRILL_SEED") or random.SystemRandom().randrange(2**31))
+KILLS = 10
 
 
 @pytest.fixture(scope="module")
@@ -30,38 +42,206 @@ def corpus(original_fixtures, tmp_path_factory):
     return path
 
 
-def _data_flags(corpus, vocab, prefix):
-    return [f"--input_file={corpus}", f"--output_file={prefix}", f"--vocab_file={vocab}",
-            "--mode=scalable", "--num_workers=2", "--docs_per_shard=8", "--dupe_factor=3",
-            "--max_seq_length=64", "--max_predictions_per_seq=10", "--random_seed=3"]
+def _data_flags(corpus, vocab, output, mode):
+    flags = [f"--input_file={corpus}", f"--output_file={output}", f"--vocab_file={vocab}",
+             "--dupe_factor=3", "--max_seq_length=64", "--max_predictions_per_seq=10",
+             "--random_seed=3", f"--mode={mode}"]
+    if mode == "scalable":
+        flags += ["--num_workers=2", "--docs_per_shard=8"]
+    return flags
 
 
-def _shards(folder):
+def _records(folder):
     return {p.name: p.read_bytes() for p in sorted(folder.glob("*.tfrecord"))}
 
 
-def test_data_generation_killed_three_times(corpus, original_fixtures, tmp_path):
+def _after(seconds):
+    """A kill trigger: `seconds` after the run starts (during start-up for a few seconds)."""
+    start = time.time()
+    return lambda log: time.time() - start >= seconds
+
+
+def _when(condition, delay=0.0):
+    """A kill trigger: `delay` s after `condition(log)` first holds."""
+    state = {}
+
+    def ready(log):
+        if "at" not in state and condition(log):
+            state["at"] = time.time()
+        return "at" in state and time.time() - state["at"] >= delay
+    return ready
+
+
+def _log_says(pattern, delay=0.0):
+    """A kill trigger: `delay` s after `pattern` first appears in the current process's log."""
+    return _when(lambda log: re.search(pattern, log) is not None, delay)
+
+
+def _names(folder) -> set[str]:
+    return set(os.listdir(folder)) if folder.is_dir() else set()
+
+
+def _exists(folder, pattern, delay=0.0):
+    """A kill trigger: `delay` s after a new file (not there when the run started: a killed
+    run's leftover does not count) whose name matches `pattern` is in `folder`."""
+    old = _names(folder)
+    return _when(lambda _: any(re.fullmatch(pattern, n) for n in _names(folder) - old), delay)
+
+
+def _grown(folder, pattern, size):
+    """A kill trigger: once a new file matching `pattern` in `folder` has `size` bytes."""
+    old = _names(folder)
+
+    def big_enough(_):
+        for name in _names(folder) - old:
+            if re.fullmatch(pattern, name):
+                with contextlib.suppress(OSError):
+                    if (folder / name).stat().st_size >= size:
+                        return True
+        return False
+    return _when(big_enough)
+
+
+def _kill_repeatedly(tool, flags, triggers, tmp_path, name, check_after_kill) -> int:
+    """Runs `tool flags` once per trigger maker (() -> ready(log), made when its run starts)
+    and SIGKILLs it when `ready` says so; `check_after_kill()` after each. Returns the kills."""
+    kills = 0
+    for i, make_trigger in enumerate(triggers):
+        run = KilledRun(tool, *flags, log_path=tmp_path / f"{name}{i}.log")
+        ready = make_trigger()
+        if run.kill_when(lambda: ready(run.log()), poll=0.003):
+            kills += 1
+        check_after_kill()
+    return kills
+
+
+def test_faithful_data_generation_killed_ten_times(corpus, original_fixtures, tmp_path):
+    rng = random.Random(SEED)
     vocab = original_fixtures / "vocab_uncased.txt"
     full, drill = tmp_path / "full", tmp_path / "drill"
-    done = run_tool("create_pretraining_data", *_data_flags(corpus, vocab, full / "data"))
+    done = run_tool("create_pretraining_data",
+                    *_data_flags(corpus, vocab, full / "data.tfrecord", "faithful"))
     assert done.returncode == 0, done.stderr[-3000:]
-    expected = _shards(full)
+    expected = (full / "data.tfrecord").read_bytes()
+    drill.mkdir()
+    output = drill / "data.tfrecord"
+    temp = r"\.data\.tfrecord\.tmp-\d+"
+    triggers = [
+        lambda: _after(rng.uniform(0.3, 3.0)),                                   # start-up
+        lambda: _log_says(r"Reading from input files", rng.uniform(0.0, 0.5)),   # reading
+        lambda: _exists(drill, temp),                                           # write opens
+        # mid-write: once the temporary file holds 5-50 % / 50-95 % of the output
+        lambda: _grown(drill, temp, rng.uniform(0.05, 0.5) * len(expected)),
+        lambda: _grown(drill, temp, rng.uniform(0.5, 0.95) * len(expected)),
+    ] * 2
+    what = f"faithful data generation (BERT_TF_DRILL_SEED={SEED})"
+
+    def whole_or_absent():  # never a partial file under the final name
+        assert not output.exists() or output.read_bytes() == expected, what
+
+    kills = _kill_repeatedly("create_pretraining_data",
+                             _data_flags(corpus, vocab, output, "faithful"), triggers, tmp_path,
+                             "faithful", whole_or_absent)
+    assert kills == KILLS, f"{what}: {KILLS - kills} run(s) ended before their kill"
+    again = run_tool("create_pretraining_data", *_data_flags(corpus, vocab, output, "faithful"))
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert output.read_bytes() == expected
+    assert temporaries(drill) == [] and sorted(os.listdir(drill)) == ["data.tfrecord"]
+
+
+def test_scalable_data_generation_killed_ten_times(corpus, original_fixtures, tmp_path):
+    rng = random.Random(SEED + 1)
+    vocab = original_fixtures / "vocab_uncased.txt"
+    full, drill = tmp_path / "full", tmp_path / "drill"
+    done = run_tool("create_pretraining_data", *_data_flags(corpus, vocab, full / "data",
+                                                            "scalable"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    expected = _records(full)
     assert len(expected) == 30
     drill.mkdir()
-    kills = 0
-    for i, at_least in enumerate((2, 10, 20)):
-        run = KilledRun("create_pretraining_data", *_data_flags(corpus, vocab, drill / "data"),
-                        log_path=tmp_path / f"data{i}.log")
-        if run.kill_when(lambda: len(list(drill.glob("data-*.tfrecord"))) >= at_least,
-                         poll=0.005):
-            kills += 1
-        for name, data in _shards(drill).items():  # whatever is under a final name is whole
-            assert data == expected[name], name
-    assert kills >= 2, "the generation finished before it could be killed"
-    again = run_tool("create_pretraining_data", *_data_flags(corpus, vocab, drill / "data"))
+
+    def new_shards(n, delay=0.0):
+        """`delay` s after this run has finished `n` more shards (a resumed run only does the
+        shards not yet done: each kill costs the drill a few of the 30)."""
+        def count():
+            return len(list(drill.glob("data-*.tfrecord")))
+        before = count()
+        return _when(lambda _: count() >= before + n, delay)
+
+    temp_shard = r"\.data-\d{5,}\.tfrecord\.tmp-\d+"
+    triggers = [
+        lambda: _after(rng.uniform(0.3, 3.0)),                                   # start-up
+        lambda: new_shards(1),                                                   # after a shard
+        lambda: _exists(drill, temp_shard),                                      # mid-write
+        lambda: new_shards(2, rng.uniform(0.0, 0.1)),
+        lambda: _exists(drill, temp_shard, rng.uniform(0.0, 0.1)),               # mid-write
+        lambda: _after(rng.uniform(0.3, 3.0)),                                   # start-up
+        lambda: new_shards(1),
+        lambda: _exists(drill, temp_shard),
+        lambda: new_shards(2, rng.uniform(0.0, 0.1)),
+        lambda: _exists(drill, temp_shard, rng.uniform(0.0, 0.1)),
+    ]
+    what = f"scalable data generation (BERT_TF_DRILL_SEED={SEED})"
+
+    def finished_shards_whole():
+        for name, data in _records(drill).items():
+            assert data == expected[name], f"{what}: {name}"
+
+    kills = _kill_repeatedly("create_pretraining_data",
+                             _data_flags(corpus, vocab, drill / "data", "scalable"), triggers,
+                             tmp_path, "scalable", finished_shards_whole)
+    assert kills == KILLS, f"{what}: {KILLS - kills} run(s) ended before their kill"
+    again = run_tool("create_pretraining_data", *_data_flags(corpus, vocab, drill / "data",
+                                                             "scalable"))
     assert again.returncode == 0, again.stderr[-3000:]
-    assert _shards(drill) == expected
+    assert _records(drill) == expected
     assert temporaries(drill) == []
+    assert extra_files(drill, full) == ([], [])  # (left over, missing): shards, markers, summary
+
+
+def test_pretraining_killed_ten_times(dropout_config, pretraining_records, pretraining_reference,
+                                      tmp_path):
+    rng = random.Random(SEED + 2)
+    drill = tmp_path / "drill"
+    checkpoints = drill / "training_checkpoints"
+    flags = pretraining_flags(dropout_config, pretraining_records, drill)
+    saved = r"Saved checkpoint \S*training_checkpoints\S*ckpt-\d+"
+
+    def writing(folder, temporary, done):
+        """While `temporary` is in `folder` (or, if the poll missed it, just after `done`)."""
+        in_folder = _exists(folder, temporary)
+        return _when(lambda log: in_folder(log) or re.search(done, log) is not None)
+
+    triggers = [
+        lambda: _after(rng.uniform(0.5, 4.0)),                                   # start-up
+        lambda: _log_says(r"step \d+/10 ", 0.05),                                # mid-step
+        lambda: writing(checkpoints, r"ckpt-\d+_temp.*", saved),                 # mid-write
+        lambda: _log_says(saved),                                                # just after
+        lambda: writing(checkpoints, r"ckpt-\d+_temp.*", saved),
+        lambda: _after(rng.uniform(0.5, 4.0)),
+        lambda: _log_says(saved),
+        lambda: _log_says(r"step \d+/10 ", 0.05),
+        lambda: writing(drill, r"\.ckpt_tmp_.*", r"Saved checkpoint \S*model\.ckpt-10"),
+        lambda: _log_says(r"Wrote the original-format checkpoint"),  # before the curves
+    ]
+    what = f"pretraining (BERT_TF_DRILL_SEED={SEED})"
+    kills = _kill_repeatedly("run_pretraining", flags, triggers, tmp_path, "pretraining",
+                             lambda: None)
+    assert kills == KILLS, f"{what}: {KILLS - kills} run(s) ended before their kill"
+    again = run_tool("run_pretraining", *flags)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert temporaries(drill) == []
+    assert extra_files(drill, pretraining_reference) == ([], [])  # (left over, missing)
+    step = PRETRAINING_STEPS
+    assert_identical(
+        checkpoint_variables(pretraining_reference / "training_checkpoints" / f"ckpt-{step}"),
+        checkpoint_variables(checkpoints / f"ckpt-{step}"), f"{what}: training checkpoint")
+    assert_identical(checkpoint_variables(pretraining_reference / f"model.ckpt-{step}"),
+                     checkpoint_variables(drill / f"model.ckpt-{step}"), f"{what}: model.ckpt")
+    (reference,) = logged_losses(pretraining_reference / "train")
+    for losses in logged_losses(drill / "train"):
+        for s, loss in losses.items():
+            assert loss == reference[s], f"{what}: loss of step {s}"
 
 
 def _export_flags(original_fixtures, export_dir, *extra):
@@ -71,30 +251,41 @@ def _export_flags(original_fixtures, export_dir, *extra):
             "--version=1", *extra]
 
 
-def test_export_killed_and_overwritten_without_a_gap(original_fixtures, tmp_path):
+def test_export_killed_ten_times_and_overwritten_without_a_gap(original_fixtures, tmp_path):
+    rng = random.Random(SEED + 3)
     export_dir = tmp_path / "models" / "encoder"
     version = export_dir / "1"
+    writing = r"\.1\.tmp-.*"
+    triggers = [
+        lambda: _after(rng.uniform(0.5, 4.0)),                                   # start-up
+        lambda: _exists(export_dir, writing),                                    # mid-write
+        lambda: _exists(export_dir, writing, rng.uniform(0.0, 0.5)),             # mid-write
+        lambda: _after(rng.uniform(0.5, 4.0)),
+        lambda: _exists(export_dir, writing, rng.uniform(0.0, 0.5)),
+    ]
+    what = f"export (BERT_TF_DRILL_SEED={SEED})"
 
-    def writing():
-        return export_dir.exists() and any(".tmp-" in n for n in os.listdir(export_dir))
+    # 1. 5 kills of the first export: nothing under the final name after any of them.
+    def no_version():
+        assert not version.exists(), what
 
-    # 1. killed while writing the first version: nothing under the final name.
-    run = KilledRun("export_savedmodel", *_export_flags(original_fixtures, export_dir),
-                    log_path=tmp_path / "export0.log")
-    assert run.kill_when(writing, poll=0.005), run.log()[-3000:]
-    assert not version.exists()
-    # 2. the same command again: the version, and the killed run's temporary folder is gone.
+    kills = _kill_repeatedly("export_savedmodel", _export_flags(original_fixtures, export_dir),
+                             triggers, tmp_path, "export", no_version)
+    # 2. the same command again: the version, and the killed runs' temporary folders are gone.
     first = run_tool("export_savedmodel", *_export_flags(original_fixtures, export_dir))
     assert first.returncode == 0, first.stderr[-3000:]
     assert (version / "saved_model.pb").exists() and temporaries(export_dir) == []
     stamp = (version / "saved_model.pb").stat().st_mtime_ns
 
-    # 3. an --overwrite killed mid-write leaves the old version whole.
-    run = KilledRun("export_savedmodel", *_export_flags(original_fixtures, export_dir,
-                                                        "--overwrite"),
-                    log_path=tmp_path / "export1.log")
-    assert run.kill_when(writing, poll=0.005), run.log()[-3000:]
-    assert (version / "saved_model.pb").stat().st_mtime_ns == stamp
+    # 3. 5 kills of an --overwrite: the old version stays whole (and is not touched).
+    def old_version_whole():
+        assert (version / "saved_model.pb").stat().st_mtime_ns == stamp, what
+        assert (version / "variables" / "variables.index").exists(), what
+
+    kills += _kill_repeatedly("export_savedmodel",
+                              _export_flags(original_fixtures, export_dir, "--overwrite"),
+                              triggers, tmp_path, "overwrite", old_version_whole)
+    assert kills == KILLS, f"{what}: {KILLS - kills} run(s) ended before their kill"
 
     # 4. an --overwrite that completes: `1/saved_model.pb` exists at every moment of it.
     missing = []
@@ -117,6 +308,14 @@ def test_export_killed_and_overwritten_without_a_gap(original_fixtures, tmp_path
     assert not missing, f"{version} was missing {len(missing)} times during the swap"
     assert (version / "saved_model.pb").stat().st_mtime_ns != stamp
     assert temporaries(export_dir) == [] and sorted(os.listdir(export_dir)) == ["1"]
+    # The final version holds the checkpoint's weights: every float variable of the export is
+    # one of bert_model.ckpt's tensors, and every encoder weight of the checkpoint is there.
+    exported = checkpoint_variables(version / "variables" / "variables")
+    original = checkpoint_variables(original_fixtures / "checkpoint" / "bert_model.ckpt")
+    wanted = {(v.shape, v.tobytes()) for n, v in original.items()
+              if n.startswith("bert/") and v.dtype.kind == "f"}
+    got = {(v.shape, v.tobytes()) for v in exported.values() if v.dtype.kind == "f"}
+    assert wanted and got == wanted, (len(got), len(wanted))
 
 
 def test_export_killed_between_the_two_renames_is_repaired(tmp_path, monkeypatch):
