@@ -1,7 +1,9 @@
 """tools/run_study.py end to end at the tiny scale (real processes, the embedded corpus, real
 configs with dropout 0.1): the table has every variant and task with finite scores, the plots
 exist, a re-run reuses every finished cell, and a cell whose run was killed (no done-marker,
-a partial folder) is run again and never counted as done."""
+a partial folder) is run again and never counted as done. The studies added later (BERT
+Tables 6 and 7, GPT-1 Figure 2, BERT vs GPT per epoch) each run by default on a reduced grid
+(`--variants`, 10 pretraining steps); every study with every variant is the slow test."""
 from __future__ import annotations
 
 import json
@@ -44,21 +46,26 @@ def _done_markers(out: str) -> dict[str, float]:
     return found
 
 
-def _check_outputs(out: str, study_names: list[str]) -> list[dict]:
+def _check_outputs(out: str, study_names: list[str], variants: tuple[str, ...] = ()
+                   ) -> list[dict]:
     with open(os.path.join(out, "results.json"), encoding="utf-8") as f:
         rows = json.load(f)
     with open(os.path.join(out, "results.md"), encoding="utf-8") as f:
         md = f.read()
+    tiny = SCALES["tiny"]
     for name in study_names:
-        study = STUDIES[name]
+        study = STUDIES[name].at_scale(tiny, variants)
+        assert study.variants, name
         assert study.title in md
+        (task,) = study.tasks(tiny)
         for v in study.variants:
             assert v.label in md
             got = [r for r in rows if r["study"] == name and r["variant"] == v.name
-                   and r["task"] == "topic"]
+                   and r["task"] == task and r.get("kind") == "finetuning"]
             assert len(got) == 1, (name, v.name)
             r = got[0]
-            assert r["metric"] == "accuracy" and math.isfinite(r["value"])
+            assert r["metric"] == ("f1" if task == "conll2003" else "accuracy")
+            assert math.isfinite(r["value"])
             assert 0.0 <= r["value"] <= 100.0
             for key in ("seed", "steps", "wall_s", "command"):
                 assert r[key] not in (None, ""), key
@@ -69,7 +76,7 @@ def _check_outputs(out: str, study_names: list[str]) -> list[dict]:
                 assert len(pre) == 1 and math.isfinite(pre[0]["value"])
         for column in study.paper_columns:
             assert f"{column} (paper)" in md
-        assert f"Ordering on topic" in md
+        assert f"Ordering on {task}" in md
         for png in (f"{name}_scores.png",):
             with open(os.path.join(out, png), "rb") as f:
                 assert f.read(8) == b"\x89PNG\r\n\x1a\n", png
@@ -79,8 +86,9 @@ def _check_outputs(out: str, study_names: list[str]) -> list[dict]:
 def test_declarations_are_distinct_and_bad_input_is_one_line(tmp_path):
     # Variants sharing a run share its cell, the others never do.
     for study in STUDIES.values():
-        keys = [(v.finetuning_key) for v in study.variants]
-        assert len(set(keys)) == len(keys), study.name
+        for scale in SCALES.values():
+            keys = [v.finetuning_cell(scale) for v in study.at_scale(scale).variants]
+            assert len(set(keys)) == len(keys), (study.name, scale.name)
     masking = STUDIES["bert_masking"]
     assert len({v.pretraining_key for v in masking.variants}) == 6
     assert STUDIES["bert_pretraining_tasks"].variants[0].pretraining_key == \
@@ -106,11 +114,112 @@ def test_declarations_are_distinct_and_bad_input_is_one_line(tmp_path):
                                   output_dir=str(tmp_path / "o")))
     with pytest.raises(StudyError, match="--seeds='1,x'"):
         run_study(StudyRunOptions(study="all", seeds="1,x", output_dir=str(tmp_path / "o")))
+    with pytest.raises(StudyError, match=r"^--variants=nope: nope is not a variant"):
+        run_study(StudyRunOptions(study="bert_model_size", variants="nope",
+                                  output_dir=str(tmp_path / "o")))
+    with pytest.raises(StudyError, match=re.escape(
+            os.path.join(str(tmp_path / "none"), "conll2003", "eng.train") + ": not found")):
+        run_study(StudyRunOptions(study="bert_feature_based", data_dir=str(tmp_path / "none"),
+                                  output_dir=str(tmp_path / "o")))
     assert not (tmp_path / "o").exists()  # nothing written for a bad command
     listed = []
     run_study(StudyRunOptions(list=True), say=listed.append)
     for name in [*STUDIES, *SCALES]:
         assert name in listed[0]
+
+
+def test_sized_and_layered_variants_share_cells_only_when_the_same_run():
+    tiny, small = SCALES["tiny"], SCALES["small"]
+    size = STUDIES["bert_model_size"]
+    mlm_nsp = STUDIES["bert_pretraining_tasks"].variants[0]
+    # Table 6's rows are distinct models at every scale; the one of the scale's own size is
+    # Table 5's MLM + NSP run (L6/H768/A12 -> L2 H64 A2 at tiny; BERT-Base -> L4 H256 A4 at
+    # small), and Table 7's BERT-Base is Table 6's BERT-Base row.
+    for scale in (tiny, small):
+        keys = [v.pretraining_cell(scale) for v in size.variants]
+        assert len(set(keys)) == len(keys) == 6
+        same = [v for v in size.variants if v.model_size(scale) ==
+                (scale.num_layers, scale.hidden_size, scale.num_heads)]
+        assert [v.pretraining_cell(scale) for v in same] == [mlm_nsp.pretraining_cell(scale)]
+    assert {v.pretraining_cell(tiny) for v in STUDIES["bert_feature_based"].variants} == \
+        {size.variants[3].pretraining_cell(tiny)}
+    assert size.variants[3].model_size(tiny) == (4, 64, 2)  # enough layers for "last four"
+    # GPT-1 Figure 2: depths the model has, and "all layers" is GPT Table 5's full model.
+    layers = STUDIES["gpt_transfer_layers"]
+    assert [v.name for v in layers.at_scale(tiny).variants] == \
+        ["transfer_0", "transfer_1", "transfer_all"]
+    assert len(layers.at_scale(small).variants) == 5
+    assert layers.variants[-1].finetuning_cell(tiny) == \
+        STUDIES["gpt_ablations"].variants[0].finetuning_cell(tiny)
+    # Per-epoch fine-tunings are their own cells.
+    epochs = STUDIES["bert_vs_gpt_epochs"]
+    assert epochs.variants[0].finetuning_cell(tiny) != mlm_nsp.finetuning_cell(tiny)
+    assert epochs.variants[0].pretraining_cell(tiny) == mlm_nsp.pretraining_cell(tiny)
+    assert epochs.tasks(small) == ("IMDb",) and epochs.tasks(tiny) == ("topic",)
+
+
+def test_new_studies_on_a_reduced_grid(tmp_path):
+    """Table 6, GPT-1 Figure 2 and BERT vs GPT, one or two variants each, in one run: the
+    perplexity column, the zero-shot curve over the LM checkpoints, the per-epoch scores, their
+    plots; a re-run reuses every cell."""
+    out = str(tmp_path / "new")
+    variants = "L3_H768_A12,transfer_0,gpt"
+    options = StudyRunOptions(study="bert_model_size,gpt_transfer_layers,bert_vs_gpt_epochs",
+                              scale="tiny", output_dir=out, variants=variants,
+                              pretraining_steps=10, finetuning_epochs=2)
+    said = []
+    result = run_study(options, say=said.append)
+    # 1 data + 2 pretraining (BERT L1/H64/A2, GPT) + 3 fine-tuning + 1 zero-shot.
+    assert (len(result["ran"]), len(result["skipped"])) == (7, 0), result["ran"]
+    names = ["bert_model_size", "gpt_transfer_layers", "bert_vs_gpt_epochs"]
+    rows = _check_outputs(out, names, tuple(variants.split(",")))
+    with open(os.path.join(out, "results.md"), encoding="utf-8") as f:
+        md = f.read()
+    ppl = [r for r in rows if r["study"] == "bert_model_size" and r["kind"] == "pretraining"]
+    assert len(ppl) == 1 and ppl[0]["metric"] == "held_out_masked_lm_perplexity"
+    assert 1.0 < ppl[0]["value"] < 2000 and ppl[0]["model"] == "L1/H64/A2"
+    assert f"| #L=3 #H=768 #A=12 | L1/H64/A2 | {ppl[0]['value']:.2f} |" in md
+    zero = sorted((r["steps"], r["value"]) for r in rows if r["kind"] == "zero_shot")
+    assert [s for s, _ in zero] == [0, 10] and all(0 <= v <= 100 for _, v in zero)
+    assert "Zero-shot heuristic on topic" in md
+    epochs = [r for r in rows if r["kind"] == "epoch"]
+    assert [r["epoch"] for r in epochs] == [1, 2] and epochs[0]["steps"] < epochs[1]["steps"]
+    final = [r for r in rows if r["study"] == "bert_vs_gpt_epochs" and r["kind"] == "finetuning"]
+    assert final[0]["value"] == epochs[1]["value"]  # the last epoch is the run's result
+    assert "topic epoch 2 (ours)" in md
+    for png in ("gpt_transfer_layers_layers.png", "gpt_transfer_layers_zero_shot.png",
+                "bert_vs_gpt_epochs_epochs.png", "bert_model_size_scores.png"):
+        with open(os.path.join(out, png), "rb") as f:
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n", png
+    for r in rows:
+        for key in ("study", "variant", "task", "metric", "value", "seed", "steps", "wall_s",
+                    "command"):
+            assert key in r, (key, r)
+    again = run_study(options, say=said.append)
+    assert (len(again["ran"]), len(again["skipped"])) == (0, 7)
+
+
+CONLL = os.path.join(os.path.dirname(ROOT), "shared", "data", "conll2003", "eng.train")
+
+
+@pytest.mark.skipif(not os.path.exists(CONLL), reason=f"{CONLL} not found (../shared/data is "
+                    "not part of the repository)")
+def test_feature_based_ner_study_on_a_reduced_grid(tmp_path):
+    """BERT Table 7 with one learned combination of the frozen layers (ScalarMix over the last
+    four of the 4-layer tiny BERT-Base stand-in; 400 drawn CoNLL-2003 sentences). The
+    fine-tuned row runs in the slow test."""
+    out = str(tmp_path / "ner")
+    variants = "features_weighted_sum_last_four"
+    result = run_study(StudyRunOptions(
+        study="bert_feature_based", scale="tiny", output_dir=out, variants=variants,
+        data_dir=os.path.dirname(os.path.dirname(CONLL)), pretraining_steps=10,
+        finetuning_epochs=1), say=lambda _: None)
+    assert len(result["ran"]) == 3  # data, 1 pretraining (L4/H64/A2), 1 NER tagger
+    rows = _check_outputs(out, ["bert_feature_based"], tuple(variants.split(",")))
+    ner = [r for r in rows if r["kind"] == "finetuning"]
+    assert {r["model"] for r in ner} == {"L4/H64/A2"} and {r["task"] for r in ner} == \
+        {"conll2003"}
+    assert "features-weighted_sum_last_four" in ner[0]["cell"]
 
 
 def test_tiny_study_runs_resumes_and_reruns_killed_cells(tmp_path):
@@ -160,6 +269,9 @@ def test_every_study_at_tiny_scale(tmp_path):
     proc = _run("--study=all", "--scale=tiny", f"--output_dir={out}", *FAST, timeout=3000)
     assert proc.returncode == 0, proc.stderr[-3000:]
     ran, reused = _counts(proc)
-    # 1 data + 8 pretraining (BERT MLM+NSP, MLM only, 5 other masks; GPT) + 12 fine-tuning.
-    assert (ran, reused) == (21, 0)
+    # 1 data + 14 pretraining (BERT: MLM+NSP, MLM only, 5 other masks, 4 more sizes of
+    # Table 6 (its L6/H768/A12 row is the MLM+NSP run at tiny), Table 7's 4-layer stand-in
+    # (= Table 6's BERT-Base row); GPT: the default and the smaller size) + 30 fine-tuning
+    # + 1 zero-shot.
+    assert (ran, reused) == (46, 0)
     _check_outputs(out, list(STUDIES))
