@@ -12,8 +12,9 @@ from typing import Sequence
 
 from bert_tf.cli import run_tool
 from bert_tf.options import option
-from bert_tf.pretraining_data import (PretrainingDataOptions, create_pretraining_data,
-                                      create_pretraining_data_sharded, load_tokenizer)
+from bert_tf.pretraining_data import (PretrainingDataError, PretrainingDataOptions,
+                                      create_pretraining_data, create_pretraining_data_sharded,
+                                      load_tokenizer)
 from bert_tf.pretraining_data.scalable import choose_mode
 
 
@@ -21,8 +22,12 @@ from bert_tf.pretraining_data.scalable import choose_mode
 class CreatePretrainingDataRun(PretrainingDataOptions):
     """What to generate (`PretrainingDataOptions`, the original's flags) and where from/to."""
 
-    input_file: str = option(help="Input raw text file (or comma-separated list of files, globs "
-                             "allowed).")
+    input_file: str | None = option(None, "Input raw text file (or comma-separated list of "
+                                    "files, globs allowed). Required unless --tfds_data_dir.")
+    tfds_data_dir: str | None = option(
+        None, "Read the corpus from the tensorflow-datasets dataset bert_pretraining_text "
+        "prepared in this folder instead of --input_file (prepare it offline from local text "
+        "files: bert_tf.tasks.tfds_sources.prepare); never downloads.")
     output_file: str = option(help="Output TF example file (or comma-separated list of files). "
                               "In scalable mode: the shard prefix.")
     vocab_file: str = option(help="The vocabulary file that the BERT model was trained on.")
@@ -53,6 +58,15 @@ class CreatePretrainingDataRun(PretrainingDataOptions):
 
 def create(run: CreatePretrainingDataRun) -> None:
     """Generates the data as `run` says (faithful or scalable mode)."""
+    if run.tfds_data_dir:
+        from bert_tf.tasks.tfds_sources import pretraining_text_file
+
+        if run.input_file:
+            raise PretrainingDataError("--input_file and --tfds_data_dir both given; pass one")
+        with pretraining_text_file(run.tfds_data_dir) as path:
+            return create(dataclasses.replace(run, input_file=path, tfds_data_dir=None))
+    if not run.input_file:
+        raise PretrainingDataError("--input_file is required (or --tfds_data_dir)")
     options = run.data_options()
     if choose_mode(run.mode, run.num_workers) == "faithful":
         tokenizer = load_tokenizer(run.vocab_file, run.do_lower_case)

@@ -27,8 +27,11 @@ After `prepare`, `tfds.load(name, data_dir=tfds_data_dir)` works with TFDS's own
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Iterator
+
+from absl import logging
 
 from bert_tf import io_utils
 from bert_tf.errors import UserInputError
@@ -254,6 +257,35 @@ def write_pretraining_text(tfds_data_dir: str, path: str, name: str = PRETRAININ
     return count
 
 
+@contextlib.contextmanager
+def pretraining_text_file(tfds_data_dir: str, name: str = PRETRAINING_TEXT) -> Iterator[str]:
+    """create_pretraining_data's `--tfds_data_dir`: a local text file holding the prepared
+    pretraining-text dataset (`write_pretraining_text`), removed on exit. Its name depends only
+    on `tfds_data_dir`, so that a resumed scalable run sees the same input file (its run
+    fingerprint names the input path and size).
+
+    The text reader makes the same documents of it as of the files the dataset was prepared
+    from, except that a document never runs on across two of those files (the builder ends a
+    document at the end of each file; the text reader, as the original, continues it when a
+    file does not end with a blank line)."""
+    import hashlib
+    import tempfile
+
+    key = hashlib.sha1(os.path.abspath(tfds_data_dir).encode("utf-8")).hexdigest()[:12]
+    path = os.path.join(tempfile.gettempdir(), f"bert_tf_{name}_{key}.txt")
+    partial = f"{path}.{os.getpid()}.tmp"
+    try:
+        count = write_pretraining_text(tfds_data_dir, partial, name)
+        os.replace(partial, path)
+        logging.info("%d documents of TFDS %s in %s (as a text file in %s)", count, name,
+                     tfds_data_dir, path)
+        yield path
+    finally:
+        for leftover in (partial, path):
+            if os.path.exists(leftover):
+                os.remove(leftover)
+
+
 class TfdsTaskSource:
     """A task's splits from a prepared TFDS dataset, with a `DataProcessor`'s reading methods
     (`get_train_examples`, `get_dev_splits`, `get_test_splits`), so run_classifier reads TFDS
@@ -463,4 +495,4 @@ __all__ = ["TfdsSourceError", "GLUE_TFDS", "TfdsTaskSource", "dataset_name", "sp
            "load_prepared", "glue_examples", "squad_data", "write_squad_json",
            "squad_files_from_tfds",
            "conll_sentences", "PRETRAINING_TEXT", "pretraining_documents",
-           "write_pretraining_text", "prepare"]
+           "write_pretraining_text", "pretraining_text_file", "prepare"]
