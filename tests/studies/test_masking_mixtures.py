@@ -62,3 +62,57 @@ def test_bad_mixture_is_one_error_naming_the_flags():
     with pytest.raises(PretrainingDataError, match="sum to 1"):
         PretrainingDataOptions(mask_token_prob=1.2, keep_token_prob=-0.1,
                                random_token_prob=-0.1).validate()
+
+
+def _tool_args(original_fixtures) -> tuple[list[str], dict, str]:
+    import os
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    args = [sys.executable, os.path.join(root, "tools", "create_pretraining_data.py"),
+            f"--input_file={original_fixtures / 'sample_text.txt'}",
+            f"--vocab_file={original_fixtures / 'vocab_uncased.txt'}",
+            "--max_seq_length=64", "--max_predictions_per_seq=10", "--dupe_factor=2"]
+    return args, dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), root
+
+
+def test_mixture_flags_of_create_pretraining_data(original_fixtures, tmp_path):
+    """The Table 8 mixtures are flags of the real tool: 100/0/0 on the original's sample text
+    puts [MASK] at every predicted position."""
+    import subprocess
+
+    import tensorflow as tf
+
+    args, env, root = _tool_args(original_fixtures)
+    vocab = str(original_fixtures / "vocab_uncased.txt")
+    out = str(tmp_path / "mask100.tfrecord")
+    proc = subprocess.run(args + [f"--output_file={out}", "--mask_token_prob=1.0",
+                                  "--keep_token_prob=0", "--random_token_prob=0"],
+                          capture_output=True, text=True, timeout=300, env=env, cwd=root)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with open(vocab, encoding="utf-8") as f:
+        mask_id = [line.strip() for line in f].index("[MASK]")
+    predicted = 0
+    for record in tf.data.TFRecordDataset(out):
+        example = tf.train.Example.FromString(record.numpy()).features.feature
+        ids = example["input_ids"].int64_list.value
+        weights = example["masked_lm_weights"].float_list.value
+        for pos, w in zip(example["masked_lm_positions"].int64_list.value, weights):
+            if w > 0:
+                predicted += 1
+                assert ids[pos] == mask_id
+    assert predicted > 100
+
+
+@pytest.mark.slow
+def test_bad_mixture_flags_are_one_error_line(original_fixtures, tmp_path):
+    import subprocess
+
+    args, env, root = _tool_args(original_fixtures)
+    bad = subprocess.run(args + [f"--output_file={tmp_path / 'bad.tfrecord'}",
+                                 "--mask_token_prob=0.5"],
+                         capture_output=True, text=True, timeout=300, env=env, cwd=root)
+    assert bad.returncode == 1 and "Traceback" not in bad.stderr
+    last = bad.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: ") and "--mask_token_prob=0.5" in last and "sum to 1" in last
+    assert not (tmp_path / "bad.tfrecord").exists()
