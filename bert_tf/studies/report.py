@@ -84,6 +84,11 @@ def write_results(output_dir: str, studies: list[Study], rows: list[dict], scale
     return {"json": json_path, "md": md_path}
 
 
+def _paper_number(x: float) -> str:
+    """The paper's number as printed there (one decimal, two for perplexities)."""
+    return f"{x:.1f}" if round(x, 1) == x else f"{x:.2f}"
+
+
 def _fmt(mean: float, spread: float, n: int) -> str:
     return f"{mean:.1f} ± {spread:.1f}" if n > 1 else f"{mean:.1f}"
 
@@ -132,7 +137,8 @@ def study_section(study: Study, study_rows: list[dict], plots: list[str],
             else:
                 mean, spread, n = summary.get((v.name, t), (math.nan, 0.0, 0))
                 cells.append(_fmt(mean, spread, n))
-        cells += [f"{v.paper[c]:g}" if c in v.paper else "—" for c in study.paper_columns]
+        cells += [_paper_number(v.paper[c]) if c in v.paper else "—"
+                  for c in study.paper_columns]
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     for t in tasks:
