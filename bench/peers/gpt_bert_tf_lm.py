@@ -72,8 +72,8 @@ class LmTrainStep:
         self._output_dir = tempfile.mkdtemp(prefix="bench_gpt_lm_")
         options = GptTrainerOptions(output_dir=self._output_dir,
                                     train_batch_size=int(tokens.shape[0]),
-                                    learning_rate=learning_rate, num_train_steps=100000,
-                                    num_warmup_steps=1000, jit_compile=bool(jit))
+                                    learning_rate=learning_rate, num_train_steps=10000,
+                                    num_warmup_steps=10, jit_compile=bool(jit))
         self.trainer = GptPretrainingTrainer(config, options, strategy)
         windows = tf.constant(tokens[:, :config.n_ctx], tf.int32)
         dist = strategy.distribute_datasets_from_function(

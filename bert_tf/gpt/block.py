@@ -8,7 +8,7 @@ from bert_tf.gpt.attention import GptAttention
 from bert_tf.gpt.config import GptConfig
 from bert_tf.gpt.dropout import GptDropout
 from bert_tf.gpt.layers import GptConv1D, GptLayerNorm
-from bert_tf.modeling.activations import get_activation
+from bert_tf.modeling.activations import gelu, gelu_xla, get_activation
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -17,6 +17,10 @@ class GptMlp(keras.layers.Layer):
 
     Variables (under `h<l>/mlp/`): `c_fc/w` [1, n_embd, 4·n_embd], `c_fc/b`, `c_proj/w`
     [1, 4·n_embd, n_embd], `c_proj/b`. Input/output float [N, S, n_embd].
+
+    Computed on [N·S, ·] matrices as MatMul -> BiasAdd (-> activation), the pattern TensorFlow's
+    CPU graph optimizer fuses; while training, "gelu" runs as two XLA-compiled elementwise kernels
+    (`gelu_xla`: forward, backward; the same function up to float rounding), as BERT's FFN.
     """
 
     def __init__(self, config: GptConfig | dict, **kwargs):
@@ -35,7 +39,13 @@ class GptMlp(keras.layers.Layer):
         self.built = True
 
     def call(self, x: tf.Tensor, training: bool | None = None) -> tf.Tensor:
-        return self.resid_dropout(self.c_proj(self.activation(self.c_fc(x))), training=training)
+        activation = self.activation
+        if training and activation is gelu:
+            activation = gelu_xla
+        flat = tf.reshape(x, [-1, self.config.n_embd])
+        out = self.c_proj.matmul_2d(activation(self.c_fc.matmul_2d(flat)))
+        out = tf.reshape(out, tf.shape(x))
+        return self.resid_dropout(out, training=training)
 
     def get_config(self) -> dict:
         return {**super().get_config(), "config": self.config.to_dict()}

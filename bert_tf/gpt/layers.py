@@ -31,10 +31,17 @@ class GptConv1D(keras.layers.Layer):
         self.built = True
 
     def call(self, x: tf.Tensor) -> tf.Tensor:
-        flat = tf.reshape(x, [-1, self.nx])
-        out = tf.matmul(flat, tf.reshape(tf.cast(self.w, x.dtype), [self.nx, self.nf]))
-        out = out + tf.cast(self.b, x.dtype)
+        if x.shape.rank == 2:
+            return self.matmul_2d(x)
+        out = self.matmul_2d(tf.reshape(x, [-1, self.nx]))
         return tf.reshape(out, tf.concat([tf.shape(x)[:-1], [self.nf]], axis=0))
+
+    def matmul_2d(self, x: tf.Tensor) -> tf.Tensor:
+        """x [rows, nx] @ w [nx, nf] + b -> [rows, nf], as MatMul -> BiasAdd: the pattern
+        TensorFlow's CPU graph optimizer fuses (with a following GELU) into one oneDNN kernel
+        (a reshape between them prevents it)."""
+        w = tf.reshape(tf.cast(self.w, x.dtype), [self.nx, self.nf])
+        return tf.nn.bias_add(tf.matmul(x, w), tf.cast(self.b, x.dtype))
 
     def get_config(self) -> dict:
         return {**super().get_config(), "nf": self.nf, "nx": self.nx}
