@@ -4,7 +4,8 @@ through the shipped `finetuning.predict_arrays`, in a fresh process (logical CPU
 set up before TF starts). Prints {"one_device": logits, "mirrored": logits, ...} as JSON on the
 last stdout line.
 
-usage: _predict_worker.py NUM_EXAMPLES BATCH_SIZE
+usage: _predict_worker.py NUM_EXAMPLES BATCH_SIZE [multi_worker_mirrored]
+(multi_worker_mirrored: one of 2 local workers named by TF_CONFIG instead of the 2 CPUs)
 env: BERT_TF_FIXTURES (../shared/fixtures/original), BERT_TF_DATA (../shared/data)
 """
 import json
@@ -14,9 +15,13 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import tensorflow as tf  # noqa: E402
 
-cpus = tf.config.list_physical_devices("CPU")
-tf.config.set_logical_device_configuration(
-    cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(2)])
+multi_worker = len(sys.argv) > 3 and sys.argv[3] == "multi_worker_mirrored"
+if multi_worker:  # TF_CONFIG names the 2 local workers; collectives first
+    early_strategy = tf.distribute.MultiWorkerMirroredStrategy()
+else:
+    cpus = tf.config.list_physical_devices("CPU")
+    tf.config.set_logical_device_configuration(
+        cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(2)])
 
 import keras  # noqa: E402
 
@@ -50,7 +55,8 @@ def predict(strategy, **kwargs):
 
 
 devices = [d.name for d in tf.config.list_logical_devices("CPU")]
-mirrored_strategy = create_strategy("mirrored", devices=devices)
+mirrored_strategy = (early_strategy if multi_worker
+                     else create_strategy("mirrored", devices=devices))
 one_device, _ = predict(tf.distribute.get_strategy(), length_bucketing=False)
 mirrored, mirrored_model = predict(mirrored_strategy)
 # The strategy is the model's (its variables are MirroredVariables), and strategy.run is used.

@@ -1,9 +1,11 @@
 """Prediction and evaluation run through `strategy.run` as training does: MirroredStrategy over
-2 logical CPUs predicts real MRPC dev pairs as one device does (1e-5), the last partial batch
-included (21 rows in batches of 8: 8, 8, 5), rows in example order. A fresh process
+2 logical CPUs (and MultiWorkerMirroredStrategy over 2 local processes) predicts real MRPC dev
+pairs as one device does (1e-5), the last partial batch included (21 rows in batches of 8: 8, 8,
+5), rows in example order. A fresh process
 (`_predict_worker.py`): logical devices are set up before TF starts."""
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -32,3 +34,38 @@ def test_mirrored_prediction_equals_one_device(original_fixtures, shared_data):
     assert (mirrored.argmax(-1) == labels).mean() == (one_device.argmax(-1) == labels).mean()
     # A global batch the 2 replicas cannot share is one clear error naming the flag.
     assert out["odd_batch_error"] is not None and "--predict_batch_size" in out["odd_batch_error"]
+
+
+def _free_ports(n):
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+@pytest.mark.slow  # two fresh TF processes: ~50 s on the shared machine
+def test_multi_worker_prediction_equals_one_device_on_every_worker(original_fixtures,
+                                                                   shared_data):
+    """MultiWorkerMirroredStrategy over 2 local processes: each worker predicts its share of
+    every global batch, and strategy.gather gives every worker all 21 rows in order."""
+    workers = [f"127.0.0.1:{p}" for p in _free_ports(2)]
+    procs = []
+    for index in range(2):
+        tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+        env = dict(os.environ, BERT_TF_FIXTURES=str(original_fixtures),
+                   BERT_TF_DATA=str(shared_data), TF_CPP_MIN_LOG_LEVEL="2",
+                   TF_CONFIG=json.dumps(tf_config))
+        procs.append(subprocess.Popen([sys.executable, WORKER, "21", "8",
+                                       "multi_worker_mirrored"], stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True, env=env))
+    for proc in procs:
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err[-4000:]
+        result = json.loads(out.strip().splitlines()[-1])
+        assert result["replicas"] == 2
+        np.testing.assert_allclose(np.array(result["mirrored"]), np.array(result["one_device"]),
+                                   atol=1e-5, rtol=0)
+        assert np.array(result["mirrored"]).shape == (21, 2)
