@@ -69,3 +69,38 @@ def test_multi_worker_prediction_equals_one_device_on_every_worker(original_fixt
         np.testing.assert_allclose(np.array(result["mirrored"]), np.array(result["one_device"]),
                                    atol=1e-5, rtol=0)
         assert np.array(result["mirrored"]).shape == (21, 2)
+
+
+def test_one_replica_strategy_path_keeps_order_and_the_last_partial_batch():
+    """In process (cheap): the strategy.run path on one replica (the default strategy, and an
+    explicit OneDeviceStrategy) gives each row's own logits, 11 rows in batches of 4 (4, 4, 3)."""
+    import keras
+    import tensorflow as tf
+
+    from bert_tf.modeling import BertClassifier, BertConfig
+    from bert_tf.training import finetuning
+
+    config = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2,
+                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=16,
+                        type_vocab_size=2, hidden_dropout_prob=0.1,
+                        attention_probs_dropout_prob=0.1)
+    keras.utils.set_random_seed(3)
+    model = BertClassifier(config, num_labels=2).build_from_config_shapes()
+    rng = np.random.default_rng(0)
+    ids = rng.integers(5, 50, size=(11, 12)).astype(np.int32)
+    mask = (np.arange(12)[None, :] < rng.integers(3, 13, size=(11, 1))).astype(np.int32)
+    arrays = {"input_word_ids": ids * mask, "input_mask": mask,
+              "input_type_ids": np.zeros_like(ids)}
+    assert finetuning.model_strategy(model) is tf.distribute.get_strategy()
+    default = finetuning.predict_arrays(model, arrays, 4, ["logits"], progress=False,
+                                        length_bucketing=False)["logits"]
+    explicit = finetuning.predict_arrays(model, arrays, 4, ["logits"], progress=False,
+                                         strategy=tf.distribute.OneDeviceStrategy("/cpu:0"))
+    assert default.shape == (11, 2)
+    rows = np.concatenate([np.array(model({k: v[i:i + 1] for k, v in arrays.items()},
+                                          training=False)["logits"]) for i in range(11)])
+    np.testing.assert_allclose(default, rows, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(explicit["logits"], rows, atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match="no outputs"):
+        finetuning.predict_arrays(model, arrays, 4, ["start_logits"], progress=False,
+                                  length_bucketing=False)
