@@ -268,12 +268,17 @@ def pretraining_text_file(tfds_data_dir: str, name: str = PRETRAINING_TEXT) -> I
     from, except that a document never runs on across two of those files (the builder ends a
     document at the end of each file; the text reader, as the original, continues it when a
     file does not end with a blank line)."""
+    import glob
     import hashlib
     import tempfile
 
     key = hashlib.sha1(os.path.abspath(tfds_data_dir).encode("utf-8")).hexdigest()[:12]
     path = os.path.join(tempfile.gettempdir(), f"bert_tf_{name}_{key}.txt")
     partial = f"{path}.{os.getpid()}.tmp"
+    for stale in glob.glob(f"{glob.escape(path)}.*.tmp"):  # of killed runs
+        pid = stale[len(path) + 1:-len(".tmp")]
+        if pid.isdigit() and not io_utils.pid_alive(int(pid)):
+            os.remove(stale)
     try:
         count = write_pretraining_text(tfds_data_dir, partial, name)
         os.replace(partial, path)
