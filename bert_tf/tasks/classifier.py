@@ -91,6 +91,10 @@ def use_hub_module(opts: ClassifierRunOptions) -> ClassifierRunOptions:
         raise UserInputError("--bert_hub_module_handle and --init_checkpoint both given; the "
                              "module is the starting point, pass only one of them")
     module = resolve_hub_module(opts.bert_hub_module_handle)
+    ignored = [f"--{n}" for n in ("bert_config_file", "vocab_file") if getattr(opts, n)]
+    if ignored:
+        logging.warning("%s ignored: --bert_hub_module_handle carries the config and vocab (as "
+                        "run_classifier_with_tfhub.py)", " and ".join(ignored))
     config_file = os.path.join(opts.output_dir, "bert_config.json")
     text = module.config.to_json_string()
     if io_utils.exists(config_file):
@@ -126,7 +130,9 @@ def validate_options(opts: ClassifierRunOptions, config=None) -> None:
     if getattr(opts, "tfds_data_dir", None):
         if not io_utils.isdir(opts.tfds_data_dir):
             raise UserInputError(f"--tfds_data_dir={opts.tfds_data_dir} is not a directory")
-    elif not opts.data_dir or not io_utils.isdir(opts.data_dir):
+    elif not opts.data_dir:
+        raise UserInputError("--data_dir (the task's data folder) or --tfds_data_dir is required")
+    elif not io_utils.isdir(opts.data_dir):
         raise UserInputError(f"--data_dir={opts.data_dir} is not a directory")
     if not opts.bert_config_file or not opts.vocab_file:
         raise UserInputError(

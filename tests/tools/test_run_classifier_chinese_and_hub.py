@@ -139,3 +139,17 @@ def test_hub_module_handle_alone_trains_and_predicts(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (out / "eval_results.txt").exists() and (out / "test_results.tsv").exists()
     assert json.loads((out / "bert_config.json").read_text()) == config
+
+
+def test_no_data_dir_and_no_tfds_data_dir_is_named(tmp_path):
+    """--data_dir is not a required flag (--tfds_data_dir replaces it); giving neither is one
+    UserInputError naming both, before anything is written."""
+    from bert_tf.errors import UserInputError
+    from bert_tf.tasks.classifier import ClassifierRunOptions, run_classifier
+
+    config_file, vocab_file, _ = _tiny_chinese_model(tmp_path / "chinese_tiny")
+    with pytest.raises(UserInputError, match=r"--data_dir .* or --tfds_data_dir is required"):
+        run_classifier(ClassifierRunOptions(
+            bert_config_file=config_file, vocab_file=vocab_file, task_name="sst-2",
+            output_dir=str(tmp_path / "out"), do_train=True))
+    assert not (tmp_path / "out").exists()
