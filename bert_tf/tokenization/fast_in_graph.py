@@ -40,10 +40,20 @@ Per batch, `FastPathRouter.tokenize`:
   4. texts that failed 2 or 3 (e.g. with `Σ`, `ß`, `½`, scripts newer than Unicode 3.2; 7 of
      those 2,000 reviews) are tokenized by the exact ops and their rows put back in place. A
      batch without such texts and without [UNK] runs none of this.
+
+In a graph, the batch is cut into `num_shards` consecutive parts (2 by default, at most the
+number of CPU cores) that go through steps 1-4 independently and are concatenated back in order:
+the parts have no data dependence, so TensorFlow's inter-op thread pool runs them at the same
+time (each `FastBertTokenizer` kernel call is single-threaded). The ids do not depend on the
+cut. Profile on 2,000 IMDb reviews (CPU seconds, shared machine): FastWordpiece ~80% of
+`FastBertTokenizer`, its normalizer ~20%, the fast-path check ~15% and the cleaning/re-doing
+~15% on top, so one part alone stays at ~0.8x `FastBertTokenizer`; parts in parallel are what
+makes this mode faster than it in wall time when cores are free.
 """
 from __future__ import annotations
 
 import functools
+import os
 import unicodedata
 from typing import Callable
 
@@ -108,7 +118,7 @@ class FastPathRouter(tf.Module):
 
     def __init__(self, tokens: list[str], do_lower_case: bool, unk_token: str,
                  max_input_chars_per_word: int, whitespace_class: str, delete_class: str,
-                 name: str | None = None):
+                 name: str | None = None, num_shards: int | None = None):
         """Args:
           tokens: the vocab, token i has id i.
           do_lower_case: as `FullTokenizer`.
@@ -117,12 +127,19 @@ class FastPathRouter(tf.Module):
           whitespace_class, delete_class: RE2 classes of the characters the original's cleaning
             maps to a space / deletes (from `in_graph._character_classes`).
           name: tf.Module name.
+          num_shards: parts of a batch tokenized concurrently (see the module docstring);
+            None: min(2, number of CPU cores).
         """
         super().__init__(name=name)
         self._plain = fast_path_class(bool(do_lower_case), unicodedata.unidata_version) + "*"
         self._whitespace_class = whitespace_class
         self._delete_class = delete_class
         self._unk_id = tokens.index(unk_token)
+        if num_shards is None:
+            num_shards = min(2, os.cpu_count() or 1)
+        if num_shards < 1:
+            raise ValueError(f"num_shards must be >= 1, got {num_shards}")
+        self._num_shards = int(num_shards)
         self.fast_bert = tf_text.FastBertTokenizer(
             vocab=tokens, suffix_indicator="##",
             # In bytes: the same limit as the original's for ASCII words; other words that hit
@@ -150,6 +167,15 @@ class FastPathRouter(tf.Module):
           exact: the exact tokenization, tf.string [n] -> int32 [n, (pieces)], for the texts
             the fast path cannot take.
         """
+        if self._num_shards == 1:
+            return self._tokenize_part(texts, exact)
+        size = tf.shape(texts, out_type=tf.int64)[0]
+        bounds = [size * i // self._num_shards for i in range(self._num_shards + 1)]
+        return tf.concat([self._tokenize_part(texts[bounds[i]:bounds[i + 1]], exact)
+                          for i in range(self._num_shards)], axis=0)
+
+    def _tokenize_part(self, texts: tf.Tensor, exact: ExactTokenize) -> tf.RaggedTensor:
+        """`tokenize` of one part of a batch (steps 1-4 of the module docstring)."""
         plain = self.is_plain(texts)
         texts_in, plain = tf.cond(tf.reduce_all(plain), lambda: (texts, plain),
                                   lambda: self._clean_others(texts, plain))
