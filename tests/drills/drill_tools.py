@@ -55,19 +55,23 @@ class KilledRun:
     def kill_when(self, ready, timeout: float = 240, poll: float = 0.02) -> bool:
         """SIGKILLs the process group as soon as `ready()` is true. Returns False if the
         process ended first (nothing was killed)."""
-        deadline = time.time() + timeout
+        started = time.time()
+        deadline = started + timeout
         try:
             while time.time() < deadline:
                 if self.proc.poll() is not None:
+                    self._log.write(f"\n[drill] ended first, exit {self.proc.returncode}\n")
                     return False
                 if ready():
                     os.killpg(self.proc.pid, signal.SIGKILL)
                     self.proc.wait(timeout=60)
+                    self._log.write(f"\n[drill] SIGKILL after {time.time() - started:.2f} s\n")
                     return True
                 time.sleep(poll)
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(timeout=60)
-            raise AssertionError(f"timed out waiting for the kill point; log:\n{self.log()[-3000:]}")
+            raise AssertionError(
+                f"timed out waiting for the kill point; log:\n{self.log()[-3000:]}")
         finally:
             self._log.close()
 

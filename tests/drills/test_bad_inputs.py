@@ -236,10 +236,20 @@ def results(request, bad_inputs, tmp_path_factory) -> dict:
         proc = run_tool(tool, *[a.format(**values) for a in args], timeout=300)
         return row_id, (proc, _files(work), values)
 
+    prepared = pathlib.Path(bad_inputs["i"])
+    before = _contents(prepared)
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         done = dict(pool.map(run, [r for r in ROWS if r[0] in selected]))
+    # The rows whose output path is a prepared input ({i}/a_file, {i}/existing_export) must not
+    # have changed or added anything there either.
+    done["(prepared inputs)"] = (before, _contents(prepared))
     yield done
     shutil.rmtree(root, ignore_errors=True)
+
+
+def _contents(folder: pathlib.Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() if p.is_file() else b"<folder>"
+            for p in sorted(folder.rglob("*"))}
 
 
 def test_table_has_at_least_40_rows():
@@ -258,3 +268,9 @@ def test_bad_input(row, results):
     for fragment in fragments:
         assert fragment.format(**values) in errors[0], (fragment, errors[0])
     assert left == [], f"{tool} left files in its working folder: {left}"
+
+
+def test_no_row_touched_the_prepared_inputs(results):
+    before, after = results["(prepared inputs)"]
+    assert sorted(after) == sorted(before)
+    assert after == before

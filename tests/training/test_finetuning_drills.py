@@ -2,7 +2,7 @@
 release's tiny fixture BERT (L2 H128, its bert_config with dropout 0.1), 64 real MRPC training
 pairs and 16 real dev pairs from ../shared/data, 16 steps, a checkpoint every 4.
 
-* 5 kills at random points: 5 separate output folders, each run killed with SIGKILL at a random
+* 5 kills at random points: 5 separate output folders (two at a time), each run killed with SIGKILL at a random
   moment (after a random step's log line, plus a random delay: mid-step, during or just after a
   checkpoint write) and run again with the same flags. 5/5 final checkpoints must equal the
   uninterrupted run's bit for bit (weights, Adam slots, dropout streams, global_step), and every
@@ -19,6 +19,7 @@ The uninterrupted run is shared by both drills.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import pathlib
 import random
@@ -184,17 +185,18 @@ def test_five_random_kills_each_resume_bit_identical(original_fixtures, mrpc_sub
     # take ~0.05-0.3 s: the kill lands mid-step, in a checkpoint write or just after it).
     points = [(step, round(rng.uniform(0.0, 0.3), 3))
               for step in sorted(rng.sample(range(1, NUM_STEPS - 1), 5))]
-    for i, (step, delay) in enumerate(points):
+
+    def kill_and_resume(i: int) -> tuple[str, pathlib.Path, int]:
+        step, delay = points[i]
         what = f"kill {i + 1}/5 after step {step} + {delay} s (BERT_TF_DRILL_SEED={SEED})"
         drill_dir = tmp_path / f"killed{i}"
         cmd = _command(original_fixtures, mrpc_subset, drill_dir)
-        seen = {}
+        seen = []
 
-        def ready(log, _elapsed, step=step, delay=delay):
-            if re.search(rf"step {step}/{NUM_STEPS} ", log):
-                seen.setdefault("at", time.time())
-                return time.time() - seen["at"] >= delay
-            return False
+        def ready(log, _elapsed):
+            if not seen and re.search(rf"step {step}/{NUM_STEPS} ", log):
+                seen.append(time.time())
+            return bool(seen) and time.time() - seen[0] >= delay
 
         assert _kill_when(cmd, tmp_path / f"killed{i}.log", ready), f"{what}: ended first"
         left = _latest_step(drill_dir)
@@ -203,6 +205,12 @@ def test_five_random_kills_each_resume_bit_identical(original_fixtures, mrpc_sub
             assert re.search(rf"Resumed from \S*model\.ckpt-{left} at step {left}\b", log), what
         else:
             assert "Resumed from" not in log, what
+        return what, drill_dir, left
+
+    # The 5 runs are independent: two at a time (each is a fresh process importing TensorFlow).
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        runs = list(pool.map(kill_and_resume, range(len(points))))
+    for what, drill_dir, left in runs:
         if left < NUM_STEPS:  # else the re-run has nothing to train (and logs nothing)
             assert len(_logged_losses(drill_dir)) == 2, what  # the killed and the resumed run
         _assert_same_final_state(drill_dir, reference, what)
