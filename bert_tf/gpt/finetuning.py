@@ -479,7 +479,7 @@ def run_gpt_classifier(opts: GptClassifierRunOptions) -> dict:
             return OpenAIAdam(opts.learning_rate, t_total=num_train_steps,
                               schedule=opts.lr_schedule, warmup=opts.warmup_proportion,
                               b1=opts.b1, b2=opts.b2, e=opts.e, l2=opts.l2,
-                              vector_l2=opts.vector_l2, max_grad_norm=0.0)
+                              vector_l2=opts.vector_l2, max_grad_norm=0.0, fused=True)
 
         def loss_fn(outputs, batch):
             return model.compute_losses(outputs, batch["token_ids"], batch["mask"],

@@ -13,8 +13,9 @@ with ETA, TensorBoard scalars) with GPT-1's model, objective and optimizer plugg
   the summed loss is the global batch's exactly;
 - optimizer: the original `OpenAIAdam` (L2 inside the step, `vector_l2`, schedules
   warmup_linear / warmup_cosine / warmup_constant over `t_total = num_train_steps`, the first
-  update at lr 0); the loop clips the all-reduced gradients to `max_grad_norm` (the optimizer's
-  own clip is off, so they are clipped once);
+  update at lr 0; `fused=True`: one ResourceApplyAdam kernel per variable, equal to the
+  op-by-op update within the fixture tolerances); the loop clips the all-reduced gradients to
+  `max_grad_norm` (the optimizer's own clip is off, so they are clipped once);
 - evaluation: held-out LM loss and perplexity = exp(token-weighted mean LM loss over the held-out
   windows), next-token accuracy;
 - weights out: an original params folder (`params_shapes.json` + `params_0..9.npy`) that train.py
@@ -166,7 +167,7 @@ class GptPretrainingTrainer(PretrainingTrainer):
         # max_grad_norm=0: the loop clips the all-reduced gradients (once) to o.max_grad_norm.
         return OpenAIAdam(o.learning_rate, t_total=o.num_train_steps, schedule=o.lr_schedule,
                           warmup=o.warmup_fraction, b1=o.b1, b2=o.b2, e=o.e, l2=o.l2,
-                          vector_l2=o.vector_l2, max_grad_norm=0.0)
+                          vector_l2=o.vector_l2, max_grad_norm=0.0, fused=True)
 
     def scheduled_learning_rate(self) -> tf.Tensor:
         """lr · schedule(t / t_total) of the next update (without Adam's bias correction)."""

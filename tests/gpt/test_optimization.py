@@ -56,7 +56,8 @@ def _masks_for_params(name, grad, n_embd):
     return noise, big
 
 
-def _run_three_steps(gpt_fixtures, gpt_fixture_json, vector_l2: bool, compiled: bool = False):
+def _run_three_steps(gpt_fixtures, gpt_fixture_json, vector_l2: bool, compiled: bool = False,
+                     fused: bool = False):
     from bert_tf.gpt.model import original_inputs
     from bert_tf.gpt.optimization import OpenAIAdam
     folder = gpt_fixtures / "optimizer"
@@ -66,7 +67,8 @@ def _run_three_steps(gpt_fixtures, gpt_fixture_json, vector_l2: bool, compiled: 
     kwargs = dict(run["adam_kwargs"], vector_l2=vector_l2)
     model = build_fixture_model(gpt_fixtures, gpt_fixture_json, pdrop=0.0)
     optimizer = OpenAIAdam(learning_rate=run["lr"], t_total=run["n_updates_total (t_total)"],
-                           schedule=run["lr_schedule"], warmup=run["lr_warmup"], **kwargs)
+                           schedule=run["lr_schedule"], warmup=run["lr_warmup"], fused=fused,
+                           **kwargs)
     inputs = load_inputs(folder)
     X, M, Y = inputs["X"], inputs["M"], inputs["Y"]
     names = [n for n, _ in model.original_variables()]
@@ -140,9 +142,12 @@ def _check_params(model, expected, step1_grads, n_embd):
 
 
 @pytest.mark.gpt_fixtures
-def test_three_steps_with_vector_l2(gpt_fixtures, gpt_fixture_json):
+@pytest.mark.parametrize("fused", [False, True], ids=["op_by_op", "fused"])
+def test_three_steps_with_vector_l2(gpt_fixtures, gpt_fixture_json, fused):
+    """Also with `fused=True` (one ResourceApplyAdam kernel per variable): the same tolerances."""
     folder = gpt_fixtures / "optimizer"
-    model, optimizer, records, final, log = _run_three_steps(gpt_fixtures, gpt_fixture_json, True)
+    model, optimizer, records, final, log = _run_three_steps(gpt_fixtures, gpt_fixture_json, True,
+                                                             fused=fused)
     assert log["run_parameters"]["adam_kwargs"]["vector_l2"] is True
     _check_steps(records, final, log["steps"], log["after_3_steps_forward"])
     step1 = np.load(folder / "step1_grads_preclip.npz")
@@ -162,12 +167,13 @@ def test_three_steps_with_vector_l2(gpt_fixtures, gpt_fixture_json):
 
 
 @pytest.mark.gpt_fixtures
-@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "tf_function"])
-def test_three_steps_without_vector_l2(gpt_fixtures, gpt_fixture_json, compiled):
+@pytest.mark.parametrize("compiled, fused", [(False, False), (True, False), (True, True)],
+                         ids=["eager", "tf_function", "tf_function_fused"])
+def test_three_steps_without_vector_l2(gpt_fixtures, gpt_fixture_json, compiled, fused):
     """In a traced graph too, the schedule reads t before the increment (no race)."""
     folder = gpt_fixtures / "optimizer"
     model, _, records, final, log = _run_three_steps(gpt_fixtures, gpt_fixture_json, False,
-                                                     compiled=compiled)
+                                                     compiled=compiled, fused=fused)
     variant = log["variant_vector_l2_false"]
     _check_steps(records, final, variant["steps"], variant["after_3_steps_forward"])
     step1 = np.load(folder / "step1_grads_preclip.npz")
@@ -191,18 +197,22 @@ def test_race_study_majority_is_the_chosen_semantics(gpt_fixtures, gpt_fixture_j
     assert pre > len(steps) // 2
 
 
-def test_first_update_has_lr_zero_and_l2_inside_the_step():
+@pytest.mark.parametrize("fused", [False, True], ids=["op_by_op", "fused"])
+def test_first_update_has_lr_zero_and_l2_inside_the_step(fused):
     """Step 1 (x = 0) leaves p unchanged but moves m, v; step 2's L2 term uses p before the
-    update and the full lrt (bias correction and schedule)."""
+    update and the full lrt (bias correction and schedule). The lr shown (`learning_rate`) is
+    the scheduled one."""
     from bert_tf.gpt.optimization import OpenAIAdam
     p = tf.Variable([[1.0, -2.0]])
     b = tf.Variable([3.0])
     opt = OpenAIAdam(learning_rate=0.1, t_total=10, schedule="warmup_constant", warmup=0.05,
-                     l2=0.5, max_grad_norm=-1)
+                     l2=0.5, max_grad_norm=-1, fused=fused)
+    assert float(opt.learning_rate) == 0.0 and float(opt.base_learning_rate) == pytest.approx(0.1)
     g = [tf.constant([[0.5, 0.5]]), tf.constant([0.5])]
     opt.apply_gradients(zip(g, [p, b]))
     np.testing.assert_array_equal(p.numpy(), [[1.0, -2.0]])
     np.testing.assert_allclose(opt.slots(p)[0].numpy(), [[0.05, 0.05]], rtol=1e-6)
+    assert float(opt.learning_rate) == pytest.approx(0.1)  # x = 0.1 > warmup: schedule 1
     opt.apply_gradients(zip(g, [p, b]))
     lrt = 0.1 * np.sqrt(1 - 0.999 ** 2) / (1 - 0.9 ** 2) * 1.0
     m = 0.9 * 0.05 + 0.1 * 0.5
