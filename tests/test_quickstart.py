@@ -8,8 +8,8 @@ real processes, the real tool, dropout on.
   bookkeeping: a finished run is reused, an interrupted one resumed, other settings and folders
   the quickstart did not write are refused untouched.
 - slow: the README's command as is; pretraining must beat the same architecture trained from
-  scratch on the held-out topics, over its seeds: GPT-1 does; BERT does not in this budget (a
-  strict xfail that states the measured numbers).
+  scratch on the held-out topics, over its seeds (the mean by a margin, and at every seed), for
+  GPT-1 and for BERT (whose masked LM must also have left the unigram plateau).
 """
 import json
 import os
@@ -135,10 +135,16 @@ def test_main_job_default_gpt_pretraining_helps(default_summary):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="measured: in the default budget (600 steps) BERT's "
-                   "masked-LM loss falls only to the unigram plateau (~5.5) and the pretrained "
-                   "encoder fine-tunes to chance (0.333) while from scratch reaches ~0.49; "
-                   "MLM-only pretraining measured the same. Strict: passes loudly once fixed.")
 def test_main_job_default_bert_pretraining_helps(default_summary):
+    bert = default_summary["bert_pretraining"]
+    # Off the unigram plateau (held-out MLM accuracy ~0.07-0.10 there): the encoder reads its
+    # input. The old recipe (length 128, 600 steps) ended at 0.074 and fine-tuned to chance.
+    assert bert["after"]["masked_lm_accuracy"] > 0.15, bert["after"]
     accuracy = default_summary["finetuning"]["accuracy"]
-    assert accuracy["bert_pretrained"]["mean"] > accuracy["bert_scratch"]["mean"] + 0.03, accuracy
+    pretrained, scratch = accuracy["bert_pretrained"], accuracy["bert_scratch"]
+    assert set(pretrained["per_seed"]) == {"1", "2"}
+    # Over the seeds, and at each seed: the pretrained BERT beats the same architecture from
+    # random weights on the held-out topics.
+    assert pretrained["mean"] > scratch["mean"] + 0.03, accuracy
+    for seed, value in pretrained["per_seed"].items():
+        assert value > scratch["per_seed"][seed], (seed, accuracy)
