@@ -1,5 +1,6 @@
-"""`tools/run_study.py`: the papers' experiments (BERT Tables 5 and 8, GPT-1 Table 5) at the
-tiny, small or base scale. Flags: the fields of `bert_tf.studies.run.StudyRunOptions`."""
+"""`tools/run_study.py`: the papers' experiments (BERT Tables 5-8, GPT-1 Table 5 and Figure 2,
+BERT vs GPT per epoch) at the tiny, small or base scale. Flags: the fields of
+`bert_tf.studies.run.StudyRunOptions`."""
 from __future__ import annotations
 
 from typing import Sequence
