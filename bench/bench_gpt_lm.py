@@ -251,6 +251,9 @@ def main() -> None:
                     help="a pass gives up after steps x factor timed steps")
     ap.add_argument("--quiet_wait_s", type=float, default=10,
                     help="max wait for a quiet machine before each timed pass")
+    ap.add_argument("--time_budget_s", type=float, default=240,
+                    help="no new pass starts when the last pass's duration would end it past "
+                         "this (from the start; 0 = no limit); passes left out are reported")
     ap.add_argument("--harness", default=DEFAULT_HARNESS, help="dir of the shared harness")
     ap.add_argument("--venvs", default=DEFAULT_VENVS, help="dir holding the peer venv kh/")
     ap.add_argument("--env", action="append", default=[],
@@ -302,6 +305,7 @@ def main() -> None:
 
     workers = {name: Worker(name, py, args, cfg, out_dir) for name, py in pythons.items()}
     infos, errors = {}, {}
+    skipped_passes = 0
     runs: dict[str, list] = {name: [] for name in workers}
     try:
         for name, w in list(workers.items()):
@@ -314,7 +318,14 @@ def main() -> None:
                 infos[name] = info
                 log(f"{name} ready: {info['params']:,} params, first step {info['first_step_s']} s")
         order = list(workers)
+        last_pass_s = 0.0
         for p in range(args.passes):
+            elapsed = time.time() - t_start
+            if args.time_budget_s and p and elapsed + last_pass_s > args.time_budget_s:
+                skipped_passes = args.passes - p
+                log(f"time budget {args.time_budget_s:.0f} s: {skipped_passes} pass(es) left out")
+                break
+            t_pass = time.time()
             for name in (order if p % 2 == 0 else order[::-1]):
                 busy = run_all.wait_quiet(args.quiet_wait_s)
                 w = workers[name]
@@ -329,6 +340,7 @@ def main() -> None:
                 runs[name].append(r)
                 log(f"pass {p} {name}: {r['step_ms_median']} ms/step ({r['clean_steps']} clean of "
                     f"{r['timed_steps']}, machine busy {busy:.2f} before)")
+            last_pass_s = time.time() - t_pass
     finally:
         for w in workers.values():
             w.close()
@@ -337,13 +349,17 @@ def main() -> None:
                "model": {k: cfg[k] for k in ("n_layer", "n_embd", "n_head", "n_ctx", "n_vocab",
                                             "n_special", "dropout")},
                "batch": cfg["batch"], "precision": "float32", "jit": bool(args.jit),
-               "peer_loop": args.peer_loop, "passes": args.passes,
+               "peer_loop": args.peer_loop, "passes": args.passes - skipped_passes,
+               "passes_left_out_by_time_budget": skipped_passes,
                "steps_wanted_per_pass": args.steps, "warmup": args.warmup,
                "foreign_cpu_max": 0.05,
                "model_gflop_per_step": round(model_gflop_per_step(cfg, cfg["batch"]), 2),
                "tokens_per_step": cfg["batch"] * cfg["n_ctx"],
                "pythons": pythons, "missing": missing, "errors": errors}
     summary.update(summarize(cfg, runs, infos))
+    if summary["passes"] < 3:
+        summary["warning"] = (f"{summary['passes']} pass(es): quote medians of >= 3 passes "
+                              "(raise --time_budget_s or lower --steps)")
     summary["wall_s"] = round(time.time() - t_start, 1)
     summary["runs"] = runs
     with open(os.path.join(out_dir, "summary.json"), "w") as f:
