@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 
 import numpy as np
 
@@ -430,11 +431,11 @@ def zero_shot(cell_dir: str, scale: Scale, data: dict, task: TaskData, pretraini
     folder = os.path.join(pretraining["params"], os.pardir, "pretraining")
     state = os.path.join(folder, "checkpoint")
     prefixes = []
-    if os.path.exists(state):
-        import re
-
+    if os.path.exists(state):  # the kept checkpoints, as the state file lists them
+        with open(state, encoding="utf-8") as f:
+            listed = f.read()
         prefixes = sorted({int(m.group(1)): os.path.join(folder, m.group(0)) for m in
-                           re.finditer(r"model\.ckpt-(\d+)", open(state).read())}.items())
+                           re.finditer(r"model\.ckpt-(\d+)", listed)}.items())
         prefixes = [(step, p) for step, p in prefixes if os.path.exists(p + ".index")]
     if not prefixes and latest_checkpoint(folder):
         prefixes = [(pretraining["steps"], latest_checkpoint(folder))]
