@@ -373,6 +373,22 @@ def _load_splits(task: str, opts: GptClassifierRunOptions) -> tuple[dict, list[s
     return splits, labels
 
 
+def _predict_logits(model, arrays: dict, batch_size: int, strategy) -> np.ndarray:
+    """Logits [N, ...] in example order. On one replica, length-aware: length-sorted batches cut
+    to their longest "mask" row (a causal model's real positions do not see the padding after
+    them: the same logits up to float rounding, `tasks.length_batching.predict_length_bucketed`);
+    otherwise every batch at full length across the replicas (`predict_arrays`)."""
+    from bert_tf.training.finetuning import predict_arrays
+
+    if strategy.num_replicas_in_sync == 1:
+        from bert_tf.tasks.length_batching import predict_length_bucketed
+
+        return predict_length_bucketed(model, arrays, batch_size, ["logits"],
+                                       input_keys=("token_ids",), mask_key="mask")["logits"]
+    return predict_arrays(model, arrays, batch_size, ["logits"],
+                          input_keys=("token_ids",))["logits"]
+
+
 def _suffix(name: str) -> str:
     """File-name suffix of a split, as run_classifier's: "" or "_mismatched" (MNLI)."""
     return "_mismatched" if name.endswith("mismatched") else ""
@@ -433,8 +449,7 @@ def run_gpt_classifier(opts: GptClassifierRunOptions) -> dict:
     from bert_tf.tasks.results import softmax, write_eval_results
     from bert_tf.training.distribution import resolve_strategy
     from bert_tf.training.finetuning import (FinetuneOptions, latest_checkpoint, load_checkpoint,
-                                             num_train_and_warmup_steps, predict_arrays,
-                                             train_model)
+                                             num_train_and_warmup_steps, train_model)
 
     strategy = resolve_strategy(opts)
     io_utils.makedirs(opts.output_dir)
@@ -497,8 +512,7 @@ def run_gpt_classifier(opts: GptClassifierRunOptions) -> dict:
         for rows, arrays in dev_arrays:
             logging.info("***** Running evaluation: %s (%d examples) *****", rows.name,
                          len(rows.labels))
-            logits = predict_arrays(model, arrays, opts.eval_batch_size, ["logits"],
-                                    input_keys=("token_ids",))["logits"]
+            logits = _predict_logits(model, arrays, opts.eval_batch_size, strategy)
             label_ids = arrays["label_ids"]
             if kind == "multiple_choice":
                 metrics = evaluate_logits(logits, label_ids)
@@ -525,8 +539,7 @@ def run_gpt_classifier(opts: GptClassifierRunOptions) -> dict:
         from bert_tf.io_utils import atomic_write_text
         result["predict"] = {}
         for rows, arrays in test_arrays:
-            logits = predict_arrays(model, arrays, opts.predict_batch_size, ["logits"],
-                                    input_keys=("token_ids",))["logits"]
+            logits = _predict_logits(model, arrays, opts.predict_batch_size, strategy)
             path = os.path.join(opts.output_dir, f"test_results{_suffix(rows.name)}.tsv")
             if regression:  # one predicted score per line, as run_classifier.py's STS-B file
                 lines = [f"{float(score)}\n" for score in logits[:, 0]]

@@ -129,8 +129,9 @@ def predict_length_bucketed(model, arrays: Mapping[str, np.ndarray], batch_size:
         (the `mask_key` array's) are cut on it.
       batch_size: examples per forward pass.
       output_keys: which model outputs to return.
-      input_keys: model inputs (must include `mask_key`).
-      mask_key: the input mask, which gives each example's length.
+      input_keys: model inputs.
+      mask_key: the array [N, ..., S] whose non-zero entries mark each example's tokens (an
+        input, e.g. BERT's "input_mask", or not, e.g. GPT-1's "mask" beside its "token_ids").
       length_multiple: padded lengths are multiples of this (or S).
       pad_value: value of per-position outputs past the padded length of an example's batch
         (finite and very negative: never above a real logit, no NaN in a softmax).
@@ -141,16 +142,17 @@ def predict_length_bucketed(model, arrays: Mapping[str, np.ndarray], batch_size:
       (axis 1 of the output follows the input length) has it padded back to S.
 
     Raises:
-      ValueError: bad batch size or multiple, `mask_key` not among the inputs, or a model
+      ValueError: bad batch size or multiple, `mask_key` not among the arrays, or a model
         output missing.
     """
     input_keys, output_keys = tuple(input_keys), tuple(output_keys)
-    if mask_key not in input_keys:
-        raise ValueError(f"mask_key {mask_key!r} must be one of input_keys {input_keys}")
+    if mask_key not in arrays:
+        raise ValueError(f"mask_key {mask_key!r} is not among the arrays {sorted(arrays)}")
     inputs = {k: np.asarray(arrays[k]) for k in input_keys}
-    max_seq_length = inputs[mask_key].shape[-1]
-    num_examples = len(inputs[mask_key])
-    plan = plan_length_batches(example_lengths(inputs[mask_key]), batch_size, max_seq_length,
+    mask = np.asarray(arrays[mask_key])
+    max_seq_length = mask.shape[-1]
+    num_examples = len(mask)
+    plan = plan_length_batches(example_lengths(mask), batch_size, max_seq_length,
                                length_multiple)
     cut = {k for k, v in inputs.items() if v.ndim >= 2 and v.shape[-1] == max_seq_length}
     # One graph for every length: the sequence axis is dynamic in the signature. Outputs whose

@@ -2,7 +2,8 @@
 the default) equals the padded path on real data with dropout on: MRPC train rows through the
 original release's fixture checkpoint (BERT, dropout 0.1) and through a small GPT-1 similarity
 classifier (all its dropouts 0.1): the same batches, the same dropout masks, per-step losses and
-final weights equal up to float rounding; an interrupted cut run resumes bit-identically."""
+final weights equal up to float rounding; an interrupted cut run resumes bit-identically
+(the BERT equality runs by default; the resume and GPT-1 tests, ~40 s each, are slow)."""
 from __future__ import annotations
 
 import keras
@@ -13,7 +14,7 @@ import tensorflow as tf
 from bert_tf.checkpoints import read_checkpoint
 from bert_tf.tasks.length_batching import example_lengths
 from bert_tf.training import finetuning
-from bert_tf.training.finetuning import FinetuneOptions, latest_checkpoint, train_model
+from bert_tf.training.finetuning import FinetuneOptions, train_model
 
 SEQ = 128
 NUM_ROWS = 64
@@ -86,6 +87,7 @@ def test_mrpc_bert_cut_batches_equal_padded_with_dropout(mrpc_bert, tmp_path):
             np.testing.assert_array_equal(a[name], b[name], err_msg=name)
 
 
+@pytest.mark.slow
 def test_mrpc_bert_cut_run_resumes_bit_identical(mrpc_bert, tmp_path):
     """A cut run stopped after its step-3 checkpoint (by a NaN loss at step 5) and started again
     continues exactly: losses of steps 4..6 and every tensor of model.ckpt-6 (weights, adam
@@ -111,6 +113,7 @@ def test_mrpc_bert_cut_run_resumes_bit_identical(mrpc_bert, tmp_path):
         np.testing.assert_array_equal(a[name], b[name], err_msg=name)
 
 
+@pytest.mark.slow
 def test_gpt_similarity_cut_batches_equal_padded_with_dropout(mrpc_bert, tmp_path):
     """GPT-1 (causal, classify token read where it is, LM loss over the mask): cut by "mask"."""
     from bert_tf.gpt.config import GptConfig
@@ -138,6 +141,7 @@ def test_gpt_similarity_cut_batches_equal_padded_with_dropout(mrpc_bert, tmp_pat
             return model.compute_losses(outputs, batch["token_ids"], batch["mask"],
                                         batch["label_ids"])["train_loss"]
 
+        run.model = model
         return train_model(model, data, loss_fn, _options(out, length_bucketing),
                            input_keys=("token_ids",), length_key="mask",
                            optimizer_fn=lambda: OpenAIAdam(1e-3, t_total=6, l2=0.01,
@@ -148,7 +152,19 @@ def test_gpt_similarity_cut_batches_equal_padded_with_dropout(mrpc_bert, tmp_pat
     losses_cut = np.array([r["loss"] for r in cut["history"]])
     np.testing.assert_allclose(losses_cut, losses_padded, rtol=0, atol=LOSS_TOLERANCE)
     assert np.ptp(losses_padded) > 1e-3
+    # Evaluation as run_gpt_classifier runs it on one device: length-sorted batches cut by
+    # "mask" give the full-length logits.
+    from bert_tf.tasks.length_batching import predict_length_bucketed
+    from bert_tf.training.finetuning import predict_arrays
+
+    model = run.model
+    full = predict_arrays(model, data, 16, ["logits"], input_keys=("token_ids",),
+                          progress=False, length_bucketing=False)["logits"]
+    bucketed = predict_length_bucketed(model, data, 16, ["logits"], input_keys=("token_ids",),
+                                       mask_key="mask", progress=False)["logits"]
+    np.testing.assert_allclose(bucketed, full, rtol=0, atol=1e-5)
+    assert (bucketed.argmax(-1) == full.argmax(-1)).all()
     weight_diff = _max_weight_difference(padded["checkpoint"], cut["checkpoint"])
-    print(f"GPT: max |loss diff| {np.abs(losses_cut - losses_padded).max():.3g}, "
+    print(f"GPT: eval max |logit diff| {np.abs(bucketed - full).max():.3g}; max |loss diff| {np.abs(losses_cut - losses_padded).max():.3g}, "
           f"max |weight diff| {weight_diff:.3g}")
     assert weight_diff < WEIGHT_TOLERANCE
