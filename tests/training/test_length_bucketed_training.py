@@ -168,3 +168,59 @@ def test_gpt_similarity_cut_batches_equal_padded_with_dropout(mrpc_bert, tmp_pat
     print(f"GPT: eval max |logit diff| {np.abs(bucketed - full).max():.3g}; max |loss diff| {np.abs(losses_cut - losses_padded).max():.3g}, "
           f"max |weight diff| {weight_diff:.3g}")
     assert weight_diff < WEIGHT_TOLERANCE
+
+
+@pytest.mark.parametrize("task", ["multiple_choice", "token_classification"])
+def test_choice_and_token_models_cut_batches_equal_padded(tmp_path, task):
+    """[N, C, S] choices (flattened to [N·C, L] inside the model) and per-token labels [N, S]
+    (cut with the batch): losses and weights of the cut path equal the padded path's, dropout
+    0.1 (a small random model on synthetic ids: the layouts, not the data, are under test)."""
+    from bert_tf.modeling import BertConfig, BertMultipleChoice, BertTokenClassifier
+
+    config = BertConfig(vocab_size=60, hidden_size=32, num_hidden_layers=2,
+                        num_attention_heads=2, intermediate_size=64,
+                        max_position_embeddings=128, type_vocab_size=2,
+                        hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+    rng = np.random.default_rng(0)
+    n, choices, seq = 24, 3, 96
+    lengths = rng.integers(5, 60, size=(n, choices))  # every batch cut to 64 of 96
+    mask = (np.arange(seq)[None, None] < lengths[..., None]).astype(np.int32)
+    ids = (rng.integers(5, 60, size=(n, choices, seq)) * mask).astype(np.int32)
+    if task == "multiple_choice":
+        data = {"input_word_ids": ids, "input_mask": mask, "input_type_ids": np.zeros_like(ids),
+                "label_ids": rng.integers(0, choices, n).astype(np.int32)}
+
+        def make():
+            return BertMultipleChoice(config, num_choices=choices)
+
+        loss_fn = _bert_loss
+    else:
+        mask = mask[:, 0]
+        data = {"input_word_ids": ids[:, 0], "input_mask": mask,
+                "input_type_ids": np.zeros_like(mask),
+                "label_ids": (rng.integers(0, 5, (n, seq)) * mask).astype(np.int32)}
+
+        def make():
+            return BertTokenClassifier(config, 5)
+
+        def loss_fn(outputs, batch):
+            weights = tf.cast(batch["input_mask"], tf.float32)
+            losses = tf.keras.losses.sparse_categorical_crossentropy(
+                batch["label_ids"], outputs["logits"], from_logits=True)
+            return tf.reduce_sum(losses * weights), tf.reduce_sum(weights)
+
+    results = []
+    for length_bucketing in (False, True):
+        keras.utils.set_random_seed(3)
+        model = make()
+        options = FinetuneOptions(output_dir=str(tmp_path / str(length_bucketing)),
+                                  learning_rate=1e-3, num_train_steps=4, num_warmup_steps=1,
+                                  train_batch_size=8, progress=False, plot_curves=False,
+                                  length_bucketing=length_bucketing)
+        history = train_model(model, data, loss_fn, options)["history"]
+        results.append((np.array([r["loss"] for r in history]),
+                        [v.numpy() for v in model.trainable_variables]))
+    (losses_padded, weights_padded), (losses_cut, weights_cut) = results
+    np.testing.assert_allclose(losses_cut, losses_padded, rtol=0, atol=LOSS_TOLERANCE)
+    for a, b in zip(weights_padded, weights_cut):
+        np.testing.assert_allclose(b, a, rtol=0, atol=WEIGHT_TOLERANCE)
