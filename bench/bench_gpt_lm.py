@@ -3,6 +3,7 @@
 
   python bench/bench_gpt_lm.py                       # L4 H256 A4, n_ctx 128, batch 8, fp32
   python bench/bench_gpt_lm.py --size base           # GPT-1 base: L12 H768 A12, n_ctx 512, batch 4
+                                                     # (5 steps per pass, budget 20 min)
   python bench/bench_gpt_lm.py --passes 5 --steps 20 --jit 1
 
 What runs (see bench/peers/gpt_bert_tf_lm.py and bench/peers/gpt2_kerashub_lm.py):
@@ -56,6 +57,8 @@ SIZES = {
     "default": dict(n_layer=4, n_embd=256, n_head=4, n_ctx=128, batch=8),
     "base": dict(n_layer=12, n_embd=768, n_head=12, n_ctx=512, batch=4),
 }
+# size: (clean steps per pass and side, time budget in s) unless --steps / --time_budget_s
+SIZE_RUN = {"default": (20, 240.0), "base": (5, 1200.0)}
 
 
 def log(msg: str) -> None:
@@ -245,15 +248,17 @@ def main() -> None:
                     help="keras-hub: compile + train_on_batch (native) or a GradientTape step")
     ap.add_argument("--impls", default="bert_tf,kerashub")
     ap.add_argument("--passes", type=int, default=3)
-    ap.add_argument("--steps", type=int, default=20, help="clean timed steps per pass and impl")
+    ap.add_argument("--steps", type=int, default=None,
+                    help="clean timed steps per pass and impl (default 20; --size base: 5)")
     ap.add_argument("--warmup", type=int, default=3, help="untimed steps after start (1st traces)")
     ap.add_argument("--max_steps_factor", type=int, default=2,
                     help="a pass gives up after steps x factor timed steps")
     ap.add_argument("--quiet_wait_s", type=float, default=10,
                     help="max wait for a quiet machine before each timed pass")
-    ap.add_argument("--time_budget_s", type=float, default=240,
+    ap.add_argument("--time_budget_s", type=float, default=None,
                     help="no new pass starts when the last pass's duration would end it past "
-                         "this (from the start; 0 = no limit); passes left out are reported")
+                         "this (from the start; 0 = no limit; default 240, --size base: 1200); "
+                         "passes left out are reported")
     ap.add_argument("--harness", default=DEFAULT_HARNESS, help="dir of the shared harness")
     ap.add_argument("--venvs", default=DEFAULT_VENVS, help="dir holding the peer venv kh/")
     ap.add_argument("--env", action="append", default=[],
@@ -270,6 +275,10 @@ def main() -> None:
         return
 
     size = dict(SIZES[args.size])
+    if args.steps is None:
+        args.steps = SIZE_RUN[args.size][0]
+    if args.time_budget_s is None:
+        args.time_budget_s = SIZE_RUN[args.size][1]
     for key in size:
         if getattr(args, key) is not None:
             size[key] = getattr(args, key)

@@ -15,7 +15,8 @@ What one step is: the train loop of `bert_tf.gpt.pretraining.GptPretrainingTrain
 behind run_gpt_pretraining, built the same way: one_device strategy, float32 policy, seeded),
 called for one step: the distributed iterator's next batch, GptModel(classifier=False) forward
 with dropout (embd/attn/resid pdrop), the LM loss over every predicted token, the gradient,
-its global-norm clip (max_grad_norm 1), OpenAIAdam (L2 inside the step, warmup_cosine schedule),
+its global-norm clip (max_grad_norm 1), OpenAIAdam (fused=True as the trainer makes it; L2 inside
+the step, warmup_cosine schedule over 10,000 steps with 10 warm-up steps),
 the global-step increment and the step's history record. The model reads the first n_ctx tokens
 of each row (a window, as lm_data writes them) and predicts n_ctx - 1 of them over the whole
 table (n_vocab + n_special + n_ctx rows), as the original does.
@@ -58,7 +59,7 @@ class LmTrainStep:
     """One GPT-1 LM pretraining step of bert_tf's trainer on a fixed batch (see module doc)."""
 
     description = ("bert_tf GptPretrainingTrainer train loop, 1 step per call (GptModel LM, "
-                   "OpenAIAdam warmup_cosine + L2 0.01, global-norm clip 1.0)")
+                   "OpenAIAdam fused, warmup_cosine, L2 0.01, global-norm clip 1.0)")
 
     def __init__(self, cfg: dict, tokens: np.ndarray, learning_rate: float, jit: bool):
         config = GptConfig(n_vocab=cfg["n_vocab"], n_special=cfg["n_special"], n_ctx=cfg["n_ctx"],
