@@ -432,7 +432,8 @@ class PretrainingTrainer:
 # io_utils.atomic_output_path: `.<name>.<12 hex>.tmp` of the `checkpoint` state file,
 # eval_results.txt, curves.png); never a final name.
 _CHECKPOINT_TEMPORARIES = re.compile(r"ckpt-\d+_temp.*|checkpoint\.tmp[0-9a-f]*")
-_OUTPUT_TEMPORARIES = re.compile(r"\.ckpt_tmp_.*|\..+\.[0-9a-f]{12}[^/]*\.tmp")
+_OUTPUT_TEMPORARIES = re.compile(
+    r"\.ckpt_tmp_.*|\.eval_results\.txt\..*\.tmp|\..+\.[0-9a-f]{12}[^/]*\.tmp")
 
 
 def _remove_matching(directory: str, pattern: re.Pattern) -> list[str]:
