@@ -3,8 +3,9 @@ mid-write of an output, just after a checkpoint), run them once more, and find n
 file left and exactly the output of an uninterrupted run: data generation in faithful and in
 scalable mode (2 workers), pretraining (dropout 0.1; the output compared variable by variable and
 file by file with an uninterrupted run's) and export (5 kills of a first export, 5 of an
---overwrite, then an --overwrite that never lets `<export_dir>/1/` go missing). After every kill,
-whatever is under a final name is whole. Fine-tuning's 10 kills are in
+--overwrite, then an --overwrite that never lets `<export_dir>/1/` go missing). For data
+generation and export, whatever is under a final name is checked whole after every kill.
+Fine-tuning's 10 kills are in
 tests/training/test_finetuning_drills.py. The random delays come from `BERT_TF_DRILL_SEED`
 (default: a fresh seed, named in failure messages)."""
 from __future__ import annotations
