@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import shlex
-import sys
 from typing import Callable
 
 from bert_tf.options import option
@@ -43,6 +42,13 @@ class StudyRunOptions:
                            "names from --list; empty: all). For quick checks: the table then "
                            "has those rows only.")
     list: bool = option(False, "List the studies and scales, run nothing.")
+
+    def command_line(self) -> str:
+        """The `tools/run_study.py` command that runs these options (flags that differ from
+        their defaults), kept with every cell's result."""
+        flags = [f"--{f.name}={getattr(self, f.name)}" for f in dataclasses.fields(self)
+                 if getattr(self, f.name) != f.default]
+        return " ".join(shlex.quote(a) for a in ["python", "tools/run_study.py"] + flags)
 
     def variant_names(self) -> tuple[str, ...]:
         return tuple(v.strip() for v in self.variants.split(",") if v.strip())
@@ -128,8 +134,7 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
 
     store = CellStore(options.output_dir)
     budget = _budget_key(scale, options.seed)
-    command = " ".join(shlex.quote(a) for a in [os.path.basename(sys.argv[0] or "run_study")]
-                       + sys.argv[1:])
+    command = options.command_line()
     # Fine-tuning cells of another fine-tuning budget are other cells.
     ft_budget = (f"e{scale.finetuning_epochs:g}-b{scale.finetuning_batch}-"
                  f"lr{scale.finetuning_lr:g}-n{scale.max_train_examples}")
