@@ -190,6 +190,7 @@ def _check_hub_api(pre, tokenizer, texts, texts_b):
         assert sorted(set(types[:n])) == [0, 1, 2] and types[n:] == [0] * (20 - n)
 
 
+@pytest.mark.slow  # ~20-30 s: keeps the default suite under 15 min
 def test_hub_api_in_python(fixture_model):
     from bert_tf.export.preprocessor import HubPreprocessorExport
 

@@ -158,6 +158,7 @@ def test_sized_and_layered_variants_share_cells_only_when_the_same_run():
     assert epochs.tasks(small) == ("IMDb",) and epochs.tasks(tiny) == ("topic",)
 
 
+@pytest.mark.slow  # ~20-30 s: keeps the default suite under 15 min
 def test_new_studies_on_a_reduced_grid(tmp_path):
     """Table 6, GPT-1 Figure 2 and BERT vs GPT, one or two variants each, in one run: the
     perplexity column, the zero-shot curve over the LM checkpoints, the per-epoch scores, their
@@ -202,6 +203,7 @@ def test_new_studies_on_a_reduced_grid(tmp_path):
 CONLL = os.path.join(os.path.dirname(ROOT), "shared", "data", "conll2003", "eng.train")
 
 
+@pytest.mark.slow  # ~20-30 s: keeps the default suite under 15 min
 @pytest.mark.skipif(not os.path.exists(CONLL), reason=f"{CONLL} not found (../shared/data is "
                     "not part of the repository)")
 def test_feature_based_ner_study_on_a_reduced_grid(tmp_path):
