@@ -32,6 +32,9 @@ import time
 import numpy as np
 import pytest
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "drills"))
+from drill_tools import logged_losses  # noqa: E402  (tests/drills has no package)
+
 pytestmark = pytest.mark.drills
 
 PROJECT_ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -112,21 +115,7 @@ def _latest_step(output_dir: pathlib.Path) -> int:
 
 def _logged_losses(output_dir: pathlib.Path) -> list[dict[int, float]]:
     """Per process (events file, in order of creation): {step: loss} it logged."""
-    import tensorflow as tf
-
-    runs = []
-    for path in sorted((output_dir / "train").glob("events.out.tfevents.*"),
-                       key=lambda p: int(p.name.split(".")[3])):
-        losses = {}
-        try:
-            for event in tf.compat.v1.train.summary_iterator(str(path)):
-                for value in event.summary.value:
-                    if value.tag == "loss":
-                        losses[int(event.step)] = float(tf.make_ndarray(value.tensor))
-        except tf.errors.DataLossError:  # the tail a killed process did not finish writing
-            pass
-        runs.append(losses)
-    return runs
+    return logged_losses(output_dir / "train")
 
 
 def _files(folder: pathlib.Path) -> list[str]:
