@@ -133,7 +133,7 @@ def test_sized_and_layered_variants_share_cells_only_when_the_same_run():
     size = STUDIES["bert_model_size"]
     mlm_nsp = STUDIES["bert_pretraining_tasks"].variants[0]
     # Table 6's rows are distinct models at every scale; the one of the scale's own size is
-    # Table 5's MLM + NSP run (L6/H768/A12 -> L2 H64 A2 at tiny; BERT-Base -> L4 H256 A4 at
+    # Table 5's MLM + NSP run (L6/H768/A12 -> L2 H64 A2 at tiny and L2 H128 A2 at
     # small), and Table 7's BERT-Base is Table 6's BERT-Base row.
     for scale in (tiny, small):
         keys = [v.pretraining_cell(scale) for v in size.variants]
@@ -148,7 +148,8 @@ def test_sized_and_layered_variants_share_cells_only_when_the_same_run():
     layers = STUDIES["gpt_transfer_layers"]
     assert [v.name for v in layers.at_scale(tiny).variants] == \
         ["transfer_0", "transfer_1", "transfer_all"]
-    assert len(layers.at_scale(small).variants) == 5
+    assert [v.name for v in layers.at_scale(small).variants] == \
+        ["transfer_0", "transfer_1", "transfer_all"]
     assert layers.variants[-1].finetuning_cell(tiny) == \
         STUDIES["gpt_ablations"].variants[0].finetuning_cell(tiny)
     # Per-epoch fine-tunings are their own cells.
