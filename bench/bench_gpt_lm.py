@@ -5,6 +5,7 @@
   python bench/bench_gpt_lm.py --size base           # GPT-1 base: L12 H768 A12, n_ctx 512, batch 4
                                                      # (5 steps per pass, budget 20 min)
   python bench/bench_gpt_lm.py --passes 5 --steps 20 --jit 1
+  python bench/bench_gpt_lm.py --precision mixed_bfloat16   # both sides under Keras' bf16 policy
 
 What runs (see bench/peers/gpt_bert_tf_lm.py and bench/peers/gpt2_kerashub_lm.py):
   bert_tf  : the train loop of bert_tf.gpt.pretraining.GptPretrainingTrainer (what
@@ -15,7 +16,9 @@ What runs (see bench/peers/gpt_bert_tf_lm.py and bench/peers/gpt2_kerashub_lm.py
              train_on_batch (keras-hub's own path; --peer_loop custom: a GradientTape step);
              the keras-hub peer venv ($VENVS/kh, see ../shared/bench-peers/README.md).
 Same layers, width, heads, n_ctx, vocabulary (n_vocab + n_special), parameter count, batch,
-float32, dropout (--dropout, on by default as in training) and XLA setting (--jit, both sides).
+precision (--precision: float32, or mixed_bfloat16 on both sides: Keras' mixed policy, float32
+variables, bfloat16 matmuls, the loss in float32), dropout (--dropout, on by default as in
+training) and XLA setting (--jit, both sides).
 Both sides train on the same random token batch, reused every step (the model, not the input).
 
 Method (as the shared harness ../shared/bench-peers, whose CpuWatch and quiet-machine wait this
@@ -98,7 +101,8 @@ def worker(args) -> None:
     rng = np.random.default_rng(0)
     tokens = rng.integers(0, cfg["n_vocab"], size=(cfg["batch"], cfg["n_ctx"] + 1), dtype=np.int32)
     t0 = time.perf_counter()
-    step = adapter.LmTrainStep(cfg, tokens, cfg["learning_rate"], bool(cfg["jit"]))
+    step = adapter.LmTrainStep(cfg, tokens, cfg["learning_rate"], bool(cfg["jit"]),
+                               cfg["precision"])
     build_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     first_loss = step()
@@ -244,6 +248,10 @@ def main() -> None:
                     help="embedding / attention / residual dropout on both sides (training mode)")
     ap.add_argument("--learning_rate", type=float, default=2.5e-4)
     ap.add_argument("--jit", type=int, choices=(0, 1), default=0, help="XLA on both sides")
+    ap.add_argument("--precision", choices=("float32", "mixed_bfloat16"), default="float32",
+                    help="Keras dtype policy on both sides (bert_tf: set_mixed_precision, as "
+                         "run_gpt_pretraining's --mixed_precision; keras-hub: the global policy "
+                         "and GPT2Backbone(dtype=...))")
     ap.add_argument("--peer_loop", choices=("native", "custom"), default="native",
                     help="keras-hub: compile + train_on_batch (native) or a GradientTape step")
     ap.add_argument("--impls", default="bert_tf,kerashub")
@@ -285,7 +293,8 @@ def main() -> None:
     if size["n_embd"] % size["n_head"]:
         ap.error(f"--n_embd={size['n_embd']} is not a multiple of --n_head={size['n_head']}")
     cfg = dict(size, n_vocab=args.n_vocab, n_special=args.n_special, dropout=args.dropout,
-               learning_rate=args.learning_rate, jit=args.jit, steps=args.steps,
+               learning_rate=args.learning_rate, jit=args.jit, precision=args.precision,
+               steps=args.steps,
                warmup=args.warmup, max_steps_factor=args.max_steps_factor)
     impls = [s.strip() for s in args.impls.split(",") if s.strip()]
     for name in impls:
@@ -357,7 +366,7 @@ def main() -> None:
     summary = {"bench": "bert_tf bench_gpt_lm", "task": "LM train step",
                "model": {k: cfg[k] for k in ("n_layer", "n_embd", "n_head", "n_ctx", "n_vocab",
                                             "n_special", "dropout")},
-               "batch": cfg["batch"], "precision": "float32", "jit": bool(args.jit),
+               "batch": cfg["batch"], "precision": args.precision, "jit": bool(args.jit),
                "peer_loop": args.peer_loop, "passes": args.passes - skipped_passes,
                "passes_left_out_by_time_budget": skipped_passes,
                "steps_wanted_per_pass": args.steps, "warmup": args.warmup,

@@ -2,8 +2,14 @@
 
 Runs in the keras-hub peer venv (`$VENVS/kh`, made as ../shared/bench-peers/README.md says);
 loaded by path by bench/bench_gpt_lm.py's `--worker` mode. Same LM adapter interface as
-`gpt_bert_tf_lm.py` (FRAMEWORK, VERSIONS, class LmTrainStep(cfg, tokens, learning_rate, jit)
-with `n_params`, `description`, `__call__() -> loss`).
+`gpt_bert_tf_lm.py` (FRAMEWORK, VERSIONS, class LmTrainStep(cfg, tokens, learning_rate, jit,
+precision) with `n_params`, `description`, `__call__() -> loss`).
+
+Precision ("float32" or "mixed_bfloat16"), as Keras and keras-hub document it: the global policy
+`keras.mixed_precision.set_global_policy(precision)` before building, and the same policy as the
+backbone's `dtype` (keras-hub's "dtype to use for the model's computations and weights";
+GPT2CausalLM takes the backbone's policy): float32 variables, bfloat16 computations, softmax and
+LayerNorm in float32; the compiled loss casts the logits to float32.
 
 Model at the same size: GPT2Backbone(vocabulary_size = n_vocab + n_special, num_layers = n_layer,
 num_heads = n_head, hidden_dim = n_embd, intermediate_dim = 4 n_embd, dropout, max_sequence_length
@@ -41,7 +47,11 @@ VERSIONS = {"keras": keras.__version__, "keras-hub": keras_hub.__version__}
 class LmTrainStep:
     """One GPT2CausalLM training step on a fixed batch (see the module docstring)."""
 
-    def __init__(self, cfg: dict, tokens: np.ndarray, learning_rate: float, jit: bool):
+    def __init__(self, cfg: dict, tokens: np.ndarray, learning_rate: float, jit: bool,
+                 precision: str = "float32"):
+        if precision not in ("float32", "mixed_bfloat16"):
+            raise ValueError(f"precision={precision!r}: expected float32 or mixed_bfloat16")
+        keras.mixed_precision.set_global_policy(precision)
         keras.utils.set_random_seed(12345)
         loop = os.environ.get("BENCH_GPT2_LOOP", "native")
         if loop not in ("native", "custom"):
@@ -50,7 +60,7 @@ class LmTrainStep:
         backbone = keras_hub.models.GPT2Backbone(
             vocabulary_size=cfg["n_vocab"] + cfg["n_special"], num_layers=cfg["n_layer"],
             num_heads=cfg["n_head"], hidden_dim=cfg["n_embd"], intermediate_dim=4 * cfg["n_embd"],
-            dropout=cfg["dropout"], max_sequence_length=n_ctx)
+            dropout=cfg["dropout"], max_sequence_length=n_ctx, dtype=precision)
         self.model = keras_hub.models.GPT2CausalLM(backbone=backbone, preprocessor=None)
         self.x = {"token_ids": tf.constant(tokens[:, :n_ctx], tf.int32),
                   "padding_mask": tf.ones((tokens.shape[0], n_ctx), tf.int32)}
@@ -86,6 +96,7 @@ class LmTrainStep:
             self._step = lambda: float(self._custom(self.x, self.y).numpy())
         self.model(self.x)  # build before counting
         self.n_params = int(sum(int(np.prod(v.shape)) for v in self.model.trainable_variables))
+        self.description = f"{self.description}, {precision}"
 
     def _native_step(self) -> float:
         loss = self.model.train_on_batch(self.x, self.y, sample_weight=self.sample_weight,

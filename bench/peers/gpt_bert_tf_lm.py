@@ -5,14 +5,19 @@ Python). The LM adapter interface (shared with `gpt2_kerashub_lm.py`):
 
   FRAMEWORK = "keras3"; VERSIONS = {...}
   class LmTrainStep:
-      __init__(cfg, tokens, learning_rate, jit)   # cfg: n_layer, n_embd, n_head, n_ctx, n_vocab,
+      __init__(cfg, tokens, learning_rate, jit, precision="float32")
+                                                  # cfg: n_layer, n_embd, n_head, n_ctx, n_vocab,
                                                   #      n_special, dropout; tokens int32 [B, n_ctx + 1]
+                                                  # precision: "float32" or "mixed_bfloat16"
       n_params: int                               # trainable parameters
       description: str                            # what one step is
       __call__() -> float                         # one optimizer update on the fixed batch; the loss
 
 What one step is: the train loop of `bert_tf.gpt.pretraining.GptPretrainingTrainer` (the trainer
-behind run_gpt_pretraining, built the same way: one_device strategy, float32 policy, seeded),
+behind run_gpt_pretraining, built the same way: one_device strategy, then the Keras policy as
+run_gpt_pretraining's --mixed_precision sets it (`set_mixed_precision(precision)`: float32, or
+mixed_bfloat16 = float32 variables, bfloat16 matmuls, LayerNorm statistics and the loss in
+float32), seeded),
 called for one step: the distributed iterator's next batch, GptModel(classifier=False) forward
 with dropout (embd/attn/resid pdrop), the LM loss over every predicted token, the gradient,
 its global-norm clip (max_grad_norm 1), OpenAIAdam (fused=True as the trainer makes it; L2 inside
@@ -61,14 +66,15 @@ class LmTrainStep:
     description = ("bert_tf GptPretrainingTrainer train loop, 1 step per call (GptModel LM, "
                    "OpenAIAdam fused, warmup_cosine, L2 0.01, global-norm clip 1.0)")
 
-    def __init__(self, cfg: dict, tokens: np.ndarray, learning_rate: float, jit: bool):
+    def __init__(self, cfg: dict, tokens: np.ndarray, learning_rate: float, jit: bool,
+                 precision: str = "float32"):
         config = GptConfig(n_vocab=cfg["n_vocab"], n_special=cfg["n_special"], n_ctx=cfg["n_ctx"],
                            n_embd=cfg["n_embd"], n_head=cfg["n_head"], n_layer=cfg["n_layer"],
                            embd_pdrop=cfg["dropout"], attn_pdrop=cfg["dropout"],
                            resid_pdrop=cfg["dropout"], clf_pdrop=cfg["dropout"], afn="gelu")
-        # As run_gpt_pretraining: strategy first, float32 policy, seeded, then the trainer.
+        # As run_gpt_pretraining: strategy first, the dtype policy, seeded, then the trainer.
         strategy = create_strategy("one_device")
-        set_mixed_precision("float32")
+        set_mixed_precision(precision)
         keras.utils.set_random_seed(12345)
         self._output_dir = tempfile.mkdtemp(prefix="bench_gpt_lm_")
         options = GptTrainerOptions(output_dir=self._output_dir,
@@ -84,6 +90,7 @@ class LmTrainStep:
         self._one = tf.constant(1)
         self.n_params = int(sum(int(np.prod(v.shape))
                                 for v in self.trainer.model.trainable_variables))
+        self.description = f"{self.description}, {precision}"
 
     def __call__(self) -> float:
         out = self._train_loop(self._iterator, self._one)

@@ -5,7 +5,7 @@ Builds the adapter's `LmTrainStep` exactly as bench/bench_gpt_lm.py's worker doe
 batch), traces a few steps with the TF profiler, reads the host XPlane and sums the TF-op events
 by op type (and, with --by_name, by op name). Run it under the Python of the adapter's venv:
 
-  .venv/bin/python bench/peers/profile_gpt_lm_ops.py --impl bench/peers/gpt_bert_tf_lm.py
+  .venv/bin/python bench/peers/profile_gpt_lm_ops.py --impl bench/peers/gpt_bert_tf_lm.py [--precision mixed_bfloat16]
   /work/venvs/kh/bin/python bench/peers/profile_gpt_lm_ops.py --impl bench/peers/gpt2_kerashub_lm.py
 
 Prints one JSON line: ms per step by op type (summed over threads; inter-op overlap possible),
@@ -35,6 +35,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--n_vocab", type=int, default=40478)
     ap.add_argument("--jit", type=int, default=0)
+    ap.add_argument("--precision", choices=("float32", "mixed_bfloat16"), default="float32")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--top", type=int, default=30)
@@ -52,7 +53,7 @@ def main() -> None:
                n_vocab=args.n_vocab, n_special=3, dropout=0.1, batch=args.batch)
     rng = np.random.default_rng(0)  # as bench_gpt_lm.py's worker
     tokens = rng.integers(0, cfg["n_vocab"], size=(cfg["batch"], cfg["n_ctx"] + 1), dtype=np.int32)
-    step = adapter.LmTrainStep(cfg, tokens, 2.5e-4, bool(args.jit))
+    step = adapter.LmTrainStep(cfg, tokens, 2.5e-4, bool(args.jit), args.precision)
     for _ in range(args.warmup):
         step()
     logdir = tempfile.mkdtemp(prefix="profile_gpt_lm_")
@@ -83,7 +84,8 @@ def main() -> None:
                 by_name[op_name] += ev.duration_ps / 1e9
     import shutil
     shutil.rmtree(logdir, ignore_errors=True)
-    result = {"impl": args.impl, "cfg": cfg, "jit": args.jit, "tf": tf.__version__,
+    result = {"impl": args.impl, "cfg": cfg, "jit": args.jit, "precision": args.precision,
+              "tf": tf.__version__,
               "wall_ms_per_step_traced": round(wall * 1e3, 1),
               "op_ms_per_step_total": round(sum(by_type.values()) / args.steps, 1),
               "ops_per_step": int(sum(count.values()) / args.steps),
