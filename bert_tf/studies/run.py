@@ -235,7 +235,8 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
                 pkey = v.pretraining_cell(scale)
                 p = pre_results[pkey]
                 metric = next((m for m in (study.pretraining_metric,
-                                           "held_out_masked_lm_accuracy", "final_lm_loss")
+                                           "held_out_masked_lm_accuracy", "held_out_lm_perplexity",
+                                           "final_lm_loss")
                                if m and m in p), "steps")
                 rows.append({"study": study.name, "variant": v.name, "task": "pretraining",
                              "kind": "pretraining", "model": size,

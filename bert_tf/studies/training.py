@@ -162,6 +162,7 @@ def pretrain_gpt(cell_dir: str, scale: Scale, data: dict, seed: int) -> dict:
         input_keys=("token_ids",),
         optimizer_fn=lambda: OpenAIAdam(lr, t_total=steps, schedule="warmup_linear", warmup=0.1,
                                         l2=0.01, max_grad_norm=0.0))
+    held_out = gpt_held_out_metrics(model, cell_dir, scale, data, seed)
     params = os.path.join(cell_dir, "gpt_params")
     if os.path.isdir(params):  # an earlier run killed while writing them
         import shutil
@@ -172,7 +173,45 @@ def pretrain_gpt(cell_dir: str, scale: Scale, data: dict, seed: int) -> dict:
             "tokens_seen": steps * scale.pretraining_batch * scale.max_seq_length,
             "windows": int(len(windows)), "final_lm_loss": round(float(result["loss"]), 4),
             "curve": _curve(os.path.join(cell_dir, "pretraining", "train"), "loss"),
-            "params": params}
+            "params": params, **held_out}
+
+
+def gpt_held_out_metrics(model, cell_dir: str, scale: Scale, data: dict, seed: int,
+                         batch_size: int = 32) -> dict:
+    """Held-out LM perplexity and next-token accuracy of the left-to-right model on the data
+    cell's held-out documents (the BERT cells' held-out masked-LM measure, for GPT): the
+    held-out corpus cut into contiguous n_ctx windows as the training data, every window's
+    S-1 next-token predictions counted. {} when the scale has no held-out corpus.
+
+    Returns {"held_out_lm_loss", "held_out_lm_perplexity", "held_out_lm_accuracy",
+    "held_out_lm_tokens"}."""
+    import tensorflow as tf
+
+    from bert_tf.gpt.lm_data import EncoderSpec, LmDataOptions, create_gpt_lm_data, lm_dataset
+    from bert_tf.gpt.losses import lm_token_losses
+
+    if not data.get("held_out_corpus"):
+        return {}
+    prefix = os.path.join(cell_dir, "held_out_lm_data", "held_out")
+    create_gpt_lm_data(data["held_out_corpus"], prefix,
+                       EncoderSpec(vocab_file=data["vocab_file"], do_lower_case=True),
+                       LmDataOptions(n_ctx=scale.max_seq_length, random_seed=seed),
+                       progress=False, overwrite=True)
+    nll, correct, count = 0.0, 0.0, 0
+    for batch in lm_dataset(prefix + "-*.tfrecord", scale.max_seq_length, batch_size,
+                            is_training=False):
+        ids = tf.cast(batch["input_ids"], tf.int32)
+        logits = tf.cast(model({"token_ids": ids}, training=False)["lm_logits"], tf.float32)
+        nll += float(tf.reduce_sum(lm_token_losses(logits, ids)))
+        correct += float(tf.reduce_sum(tf.cast(tf.equal(
+            tf.argmax(logits, -1, output_type=tf.int32), ids[:, 1:]), tf.float32)))
+        count += int(tf.size(ids[:, 1:]))
+    if not count:
+        return {}
+    loss = nll / count
+    return {"held_out_lm_loss": round(loss, 4),
+            "held_out_lm_perplexity": round(math.exp(min(loss, 50.0)), 3),
+            "held_out_lm_accuracy": round(correct / count, 4), "held_out_lm_tokens": count}
 
 
 # ---------------------------------------------------------------------------------------------
