@@ -127,9 +127,96 @@ class Variant:
         return base
 
 
+FEATURE_DESCRIPTIONS = {
+    "embeddings": "embeddings", "second_to_last": "second-to-last layer",
+    "last": "last layer", "sum_last_four": "sum of the last four layers",
+    "weighted_sum_last_four": "weighted sum of the last four layers",
+    "concat_last_four": "concatenation of the last four layers",
+    "sum_all": "sum of all layers", "weighted_sum_all": "weighted sum of all layers",
+    "concat_embeddings_and_all": "concatenation of the embedding output and all {L} layers"}
+"""What each `bert_tf.tasks.feature_based.FEATURE_LAYERS` choice feeds the tagger, for the
+tables ({L}: the model's number of layers)."""
+
+
+def describe_features(feature_layers: str, num_layers: int) -> str:
+    """The table's words for a feature-based run's features ("concatenation of the embedding
+    output and all 2 layers" for a 2-layer model's fallback)."""
+    return FEATURE_DESCRIPTIONS.get(feature_layers, feature_layers).format(L=num_layers)
+
+
+@dataclasses.dataclass(frozen=True)
+class NerColumn:
+    """A column of a study that scores every variant on the scale's NER task (`Scale.ner_task`,
+    entity F1) beside the study's own tasks: BERT Table 8's "NER fine-tune" and "NER
+    feature-based" columns.
+
+    The run of a variant in this column is the variant with `feature_layers` set
+    (`NerColumn.variant_at`), so its cell is keyed by what it is and shared with any other
+    study's identical run (at the base scale, Table 8's 80/10/10 NER runs are Table 7's
+    fine-tuned and concat-last-four rows).
+
+    Attributes:
+      name: the column (our table's header, "column" of results.json).
+      paper_column: the paper's column our scores are checked against (ordering).
+      feature_layers: None = fine-tuned (`BertTokenClassifier`); else the
+        `bert_tf.tasks.feature_based.FEATURE_LAYERS` choice of the frozen model that feeds the
+        BiLSTM tagger.
+      fallback_layers: the choice used where the variant's model has fewer layers than
+        `feature_layers` reads (concat_last_four needs four; the tiny and small scales' models
+        have two): it is named in the cell key and the table, never passed off as the paper's.
+    """
+
+    name: str
+    paper_column: str
+    feature_layers: str | None = None
+    fallback_layers: str | None = None
+
+    def layers_at(self, num_layers: int) -> str | None:
+        """The feature choice run for a model of `num_layers` layers (None: fine-tuned)."""
+        if self.feature_layers is None:
+            return None
+        from bert_tf.tasks.feature_based import min_layers
+
+        if num_layers >= min_layers(self.feature_layers):
+            return self.feature_layers
+        if self.fallback_layers is None or num_layers < min_layers(self.fallback_layers):
+            raise StudyError(f"NER column {self.name!r}: feature layers "
+                             f"{self.feature_layers!r} need {min_layers(self.feature_layers)} "
+                             f"layers, the model has {num_layers}, and no fallback fits")
+        return self.fallback_layers
+
+    def variant_at(self, variant: "Variant", scale: "Scale") -> "Variant":
+        """The run that scores `variant` in this column at `scale` (`variant` itself when it
+        is the same run)."""
+        layers = self.layers_at(variant.model_size(scale)[0])
+        return variant if layers == variant.feature_layers else \
+            dataclasses.replace(variant, feature_layers=layers)
+
+
+@dataclasses.dataclass(frozen=True)
+class Evaluation:
+    """One fine-tuning of a study's grid at a scale (run once per seed).
+
+    Attributes:
+      variant: the table's row.
+      run: the variant that is trained (`variant`, or its feature-based run for a NER column):
+        its `finetuning_cell` keys the cell.
+      task: the task's name (`Scale.tasks`, `Scale.ner_task`, ...).
+      column: our table's column (the task's name, or the `NerColumn`'s).
+      paper_column: the paper's column the ordering check uses (None: the one named like the
+        task, else `Study.ordering_column`).
+    """
+
+    variant: Variant
+    run: Variant
+    task: str
+    column: str
+    paper_column: str | None = None
+
+
 @dataclasses.dataclass(frozen=True)
 class Study:
-    """A declared grid: `variants` x the scale's tasks.
+    """A declared grid: `variants` x the scale's tasks (and the study's NER columns).
 
     Attributes:
       name: --study value.
@@ -149,6 +236,8 @@ class Study:
         `pretraining_paper_column` (lower is better).
       zero_shot: also score zero-shot heuristics of the GPT pretraining run's saved
         checkpoints on the tasks (GPT-1 Figure 2, right).
+      ner_columns: columns scoring every variant on the scale's NER task too, fine-tuned or
+        feature-based (`NerColumn`; BERT Table 8).
     """
 
     name: str
@@ -163,14 +252,29 @@ class Study:
     pretraining_metric: str | None = None
     pretraining_paper_column: str | None = None
     zero_shot: bool = False
+    ner_columns: tuple[NerColumn, ...] = ()
 
     def tasks(self, scale: "Scale") -> tuple[str, ...]:
-        """The fine-tuning tasks of this study at `scale`."""
+        """The fine-tuning tasks of this study's task set at `scale` (not its NER columns)."""
         if self.task_set == "ner":
             return (scale.ner_task,)
         if self.task_set == "comparison":
             return (scale.comparison_task,)
         return scale.tasks
+
+    def data_tasks(self, scale: "Scale") -> tuple[str, ...]:
+        """Every task whose data this study reads at `scale` (the task set's, then NER's)."""
+        return tuple(dict.fromkeys(
+            self.tasks(scale) + ((scale.ner_task,) if self.ner_columns else ())))
+
+    def evaluations(self, scale: "Scale") -> tuple[Evaluation, ...]:
+        """The grid at `scale`, row by row: each variant on each task of the task set, then in
+        each NER column."""
+        return tuple(
+            e for v in self.variants for e in (
+                *(Evaluation(v, v, task, task) for task in self.tasks(scale)),
+                *(Evaluation(v, c.variant_at(v, scale), scale.ner_task, c.name, c.paper_column)
+                  for c in self.ner_columns)))
 
     def at_scale(self, scale: "Scale", only: tuple[str, ...] = ()) -> "Study":
         """This study with the variants that apply at `scale` (and, when `only` is given, the
@@ -202,8 +306,17 @@ BERT_TABLE8 = Study(
     name="bert_masking",
     title="BERT Table 8: masking strategies (MASK / SAME / RND)",
     paper_columns=_T8,
-    metric_note="BERT-Base dev: MNLI accuracy, CoNLL-2003 NER F1 (only fine-tuning is run here)",
+    metric_note="BERT-Base dev: MNLI accuracy, CoNLL-2003 NER F1; feature-based: the last four "
+                "layers of the frozen BERT concatenated as the features (the paper's section "
+                "C.2). Ours: the classification tasks fine-tuned (checked against MNLI), "
+                "CoNLL-2003 NER fine-tuned and feature-based (frozen features into a randomly "
+                "initialised two-layer BiLSTM tagger); a model with fewer than four layers "
+                "concatenates every hidden state it has instead, as the column header says",
     ordering_column="MNLI fine-tune",
+    ner_columns=(NerColumn("NER fine-tune", "NER fine-tune"),
+                 NerColumn("NER feature-based", "NER feature-based",
+                           feature_layers="concat_last_four",
+                           fallback_layers="concat_embeddings_and_all")),
     variants=tuple(
         Variant(f"mask{round(m * 100)}_{round(s * 100)}_{round(r * 100)}",
                 f"{round(m * 100)}% / {round(s * 100)}% / {round(r * 100)}%",

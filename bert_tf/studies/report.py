@@ -12,15 +12,30 @@ from bert_tf import io_utils
 from bert_tf.studies.declarations import Study
 
 
+def column_of(row: dict) -> str:
+    """The table column of a result row: its "column" (a study's NER column, e.g. "NER
+    feature-based"), else its task."""
+    return row.get("column") or row["task"]
+
+
 def summarise(rows: list[dict]) -> dict:
-    """{(variant, task): (mean, spread, n)} over seeds of the fine-tuning rows; spread is the
-    sample standard deviation (0 for one seed)."""
+    """{(variant, column): (mean, spread, n)} over seeds of the fine-tuning rows (column: the
+    task, or a NER column's name, `column_of`); spread is the sample standard deviation (0 for
+    one seed)."""
     groups: dict = {}
     for r in rows:
         if r.get("kind", "finetuning") == "finetuning" and r["task"] != "pretraining":
-            groups.setdefault((r["variant"], r["task"]), []).append(float(r["value"]))
+            groups.setdefault((r["variant"], column_of(r)), []).append(float(r["value"]))
     return {k: (statistics.fmean(v), statistics.stdev(v) if len(v) > 1 else 0.0, len(v))
             for k, v in groups.items()}
+
+
+def table_columns(summary: dict, rows: list[dict]) -> list[str]:
+    """The columns of ours in table order: the tasks (sorted), then the NER columns in the order
+    the study declares them (rows with a "paper_column")."""
+    declared = list(dict.fromkeys(column_of(r) for r in rows if r.get("paper_column")))
+    return sorted({c for _, c in summary} - set(declared)) + \
+        [c for c in declared if any(k[1] == c for k in summary)]
 
 
 def _paper_reference(study: Study, task: str) -> str:
@@ -98,7 +113,7 @@ def study_section(study: Study, study_rows: list[dict], plots: list[str],
     """The markdown of one study: its table (ours beside the paper's), the ordering checks,
     the per-epoch / zero-shot results, the pretraining cells, the plots."""
     summary = summarise(study_rows)
-    tasks = sorted({t for _, t in summary})
+    tasks = table_columns(summary, study_rows)
     sizes = {r["variant"]: r.get("model") for r in study_rows if r.get("model")}
     sized = any(v.size is not None for v in study.variants)
     pre = {r["variant"]: r for r in study_rows if r.get("kind") == "pretraining"
@@ -106,19 +121,33 @@ def study_section(study: Study, study_rows: list[dict], plots: list[str],
     epochs: dict = {}
     for r in study_rows:
         if r.get("kind") == "epoch":
-            epochs.setdefault((r["variant"], r["task"], r["epoch"]), []).append(float(r["value"]))
+            epochs.setdefault((r["variant"], column_of(r), r["epoch"]), []).append(
+                float(r["value"]))
     epoch_numbers = sorted({e for _, _, e in epochs})
-    metric = next((r["metric"] for r in study_rows if r.get("kind", "finetuning")
-                   == "finetuning" and r["task"] != "pretraining"), "accuracy")
-    what = "F1" if metric == "f1" else "accuracy"
+    scored = [r for r in study_rows if r.get("kind", "finetuning") == "finetuning"
+              and r["task"] != "pretraining"]
+    # Per column: what is scored, the paper column it is checked against, what a feature-based
+    # column feeds the tagger.
+    whats = {column_of(r): "F1" if r["metric"] == "f1" else "accuracy" for r in scored}
+    paper_of = {column_of(r): r["paper_column"] for r in scored if r.get("paper_column")}
+    features_of: dict = {}
+    for r in scored:
+        if r.get("features_described"):
+            features_of.setdefault(column_of(r), {})[r["features_described"]] = None
+    if len(set(whats.values())) > 1:
+        what = "; ".join(f"{w} on {', '.join(c for c in tasks if whats.get(c) == w)}"
+                         for w in dict.fromkeys(whats[c] for c in tasks if c in whats))
+    else:
+        what = next(iter(whats.values()), "accuracy")
     lines = [f"## {study.title}", "", f"`--study={study.name}`; ours: held-out {what} (%); "
              f"paper: {study.metric_note}.", ""]
     header = ["Variant"] + (["L/H/A (ours)"] if sized else [])
     if study.pretraining_metric:
         header.append("held-out MLM ppl (ours)")
     for t in tasks:
+        features = f": {' / '.join(features_of[t])}" if t in features_of else ""
         header += [f"{t} epoch {e} (ours)" for e in epoch_numbers] if epoch_numbers else \
-            [f"{t} (ours)"]
+            [f"{t}{features} (ours)"]
     header += [f"{c} (paper)" for c in study.paper_columns]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for v in study.variants:
@@ -142,7 +171,7 @@ def study_section(study: Study, study_rows: list[dict], plots: list[str],
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     for t in tasks:
-        o = ordering(study, summary, t, sizes=sizes)
+        o = ordering(study, summary, t, column=paper_of.get(t), sizes=sizes)
         if o["paper_column"] == "average":
             ref = "the mean of the paper's columns"
         elif o["paper_column"] in study.paper_columns:
@@ -152,7 +181,8 @@ def study_section(study: Study, study_rows: list[dict], plots: list[str],
         if study.same_size_pairs:
             ref += ", variants of the same size only"
         verdict = "holds" if o["holds"] else "does not hold"
-        lines.append(f"- Ordering on {t} ({'final ' if epoch_numbers else ''}{what}) vs {ref}: "
+        lines.append(f"- Ordering on {t} ({'final ' if epoch_numbers else ''}"
+                     f"{whats.get(t, what)}) vs {ref}: "
                      f"{verdict} ({o['agree']} of {o['pairs']} pairs in the paper's order, "
                      f"{o['ties']} tied)" + (f"; reversed: {'; '.join(o['disagreements'])}"
                                              if o["disagreements"] else ""))
@@ -201,7 +231,7 @@ def plot_study(output_dir: str, study: Study, rows: list[dict],
     import numpy as np
 
     summary = summarise([r for r in rows if r["study"] == study.name])
-    tasks = sorted({t for _, t in summary})
+    tasks = table_columns(summary, [r for r in rows if r["study"] == study.name])
     written = []
     fig, ax = plt.subplots(figsize=(max(4, 1.2 * len(study.variants) * len(tasks)) + 3.5, 4))
     width = 0.8 / len(study.variants)
@@ -213,9 +243,10 @@ def plot_study(output_dir: str, study: Study, rows: list[dict],
                capsize=3)
     ax.set_xticks(x)
     ax.set_xticklabels(tasks)
-    ax.set_ylabel("held-out F1 (%)" if any(r.get("metric") == "f1" for r in rows
-                                           if r["study"] == study.name) else
-                  "held-out accuracy (%)")
+    metrics = {r.get("metric") for r in rows if r["study"] == study.name
+               and r.get("kind", "finetuning") == "finetuning" and r["task"] != "pretraining"}
+    ax.set_ylabel("held-out accuracy / NER F1 (%)" if len(metrics) > 1 else
+                  "held-out F1 (%)" if metrics == {"f1"} else "held-out accuracy (%)")
     ax.set_title(study.title, fontsize=10)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()

@@ -16,8 +16,8 @@ from typing import Callable
 
 from bert_tf.options import option
 from bert_tf.studies.cells import CellStore
-from bert_tf.studies.declarations import (SCALES, STUDIES, Study, StudyError, get_scale,
-                                          get_study)
+from bert_tf.studies.declarations import (SCALES, STUDIES, Study, StudyError,
+                                          describe_features, get_scale, get_study)
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -113,7 +113,7 @@ def run_study(options: StudyRunOptions, say: Callable[[str], None] = print) -> d
     from bert_tf.studies import data as study_data
 
     study_data.check_data(scale, options.data_dir,
-                          tuple(dict.fromkeys(t for s in studies for t in s.tasks(scale))))
+                          tuple(dict.fromkeys(t for s in studies for t in s.data_tasks(scale))))
     return _run(studies, scale, seeds, options, say)
 
 
@@ -140,8 +140,9 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
                  f"lr{scale.finetuning_lr:g}-n{scale.max_train_examples}")
     ner_budget = (f"e{scale.finetuning_epochs:g}-b{scale.finetuning_batch}-"
                   f"lr{scale.finetuning_lr:g}-n{scale.ner_max_sentences}")
-    # The grid: one data cell, the distinct pretraining cells, the distinct fine-tuning cells,
-    # the zero-shot cells (GPT-1 Figure 2).
+    # The grid: one data cell, the distinct pretraining cells, the distinct fine-tuning cells
+    # (each study's evaluations: its tasks and NER columns), the zero-shot cells (GPT-1
+    # Figure 2).
     pre_cells: dict[str, object] = {}
     ft_cells: dict[str, tuple] = {}
     zs_cells: dict[str, tuple] = {}
@@ -154,9 +155,9 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
         for v in study.variants:
             if v.pretraining_key:
                 pre_cells.setdefault(v.pretraining_cell(scale), v)
-            for task in study.tasks(scale):
-                for seed in seeds:
-                    ft_cells.setdefault(ft_key(v, task, seed), (v, task, seed))
+        for e in study.evaluations(scale):
+            for seed in seeds:
+                ft_cells.setdefault(ft_key(e.run, e.task, seed), (e.run, e.task, seed))
         if study.zero_shot:
             gpt = [v for v in study.variants if v.model == "gpt" and v.pretraining_key]
             for v in gpt[:1]:
@@ -244,20 +245,29 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
                              "steps": p["steps"], "wall_s": p["wall_s"],
                              "command": p.get("command", command),
                              "cell": f"pretraining/{budget}/{pkey}"})
-            for task in study.tasks(scale):
+            for e in study.evaluations(scale):
+                if e.variant is not v:
+                    continue
                 for seed in seeds:
-                    key = ft_key(v, task, seed)
+                    key = ft_key(e.run, e.task, seed)
                     r = ft_results[key]
-                    base = {"study": study.name, "variant": v.name, "task": task,
-                            "model": size, "seed": seed, "wall_s": r["wall_s"],
-                            "command": r.get("command", command),
+                    base = {"study": study.name, "variant": v.name, "task": e.task,
+                            "column": e.column, "model": size, "seed": seed,
+                            "wall_s": r["wall_s"], "command": r.get("command", command),
                             "cell": f"finetuning/{budget}/{key}"}
+                    if e.paper_column:
+                        base["paper_column"] = e.paper_column
+                    if e.run.feature_layers:
+                        base["features"] = e.run.feature_layers
+                    if e.run.feature_layers and e.paper_column:  # a NER column's: its header
+                        base["features_described"] = describe_features(
+                            e.run.feature_layers, e.run.model_size(scale)[0])
                     rows.append({**base, "kind": "finetuning", "metric": r["metric"],
                                  "value": r["value"], "steps": r["steps"]})
-                    for e in r.get("per_epoch", []):
+                    for p in r.get("per_epoch", []):
                         rows.append({**base, "kind": "epoch", "metric": r["metric"],
-                                     "value": e["value"], "steps": e["step"],
-                                     "epoch": e["epoch"]})
+                                     "value": p["value"], "steps": p["step"],
+                                     "epoch": p["epoch"]})
         for key, (v, task) in zs_cells.items():
             if not any(x is v for x in study.variants):
                 continue

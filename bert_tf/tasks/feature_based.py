@@ -17,6 +17,11 @@ Layer choices (`FEATURE_LAYERS`), the rows of the paper's Table 7:
   concat_last_four        the last four concatenated                        [batch, seq, 4H]
   sum_all                 Σ of all L blocks' outputs                       [batch, seq, H]
   weighted_sum_all        γ·Σ softmax(w)_j h_j over all L blocks (learned)  [batch, seq, H]
+  concat_embeddings_and_all  the embedding output and all L blocks' outputs concatenated
+                          [batch, seq, (L+1)·H]; not a row of Table 7: what the studies
+                          concatenate instead of the last four when the model has fewer than
+                          four layers (every hidden state it has; BERT Table 8's feature-based
+                          column at the tiny and small scales)
 The fixed combinations are `bert_tf.feature_extraction.combine_layers`; the learned ones are
 `ScalarMix` (ELMo's scalar mix: softmax-normalised layer weights and a scale γ).
 """
@@ -33,24 +38,36 @@ from bert_tf.modeling.encoder import canonical_inputs
 from bert_tf.modeling.serialization import DummyBatchBuilt, init_kwargs_from_saved, register
 
 FEATURE_LAYERS = ("embeddings", "second_to_last", "last", "sum_last_four",
-                  "weighted_sum_last_four", "concat_last_four", "sum_all", "weighted_sum_all")
+                  "weighted_sum_last_four", "concat_last_four", "sum_all", "weighted_sum_all",
+                  "concat_embeddings_and_all")
+
+
+def min_layers(mode: str) -> int:
+    """How many transformer layers (blocks) a `FEATURE_LAYERS` choice needs (concat_last_four:
+    4)."""
+    return {"second_to_last": 2, "sum_last_four": 4, "weighted_sum_last_four": 4,
+            "concat_last_four": 4}.get(mode, 1)
 
 
 def _needs_layers(mode: str, num_layers: int) -> int:
     """How many of the last blocks a combination reads (ValueError if the encoder has fewer)."""
-    needed = {"second_to_last": 2, "sum_last_four": 4, "weighted_sum_last_four": 4,
-              "concat_last_four": 4}.get(mode, 1)
+    needed = min_layers(mode)
     if num_layers < needed:
         raise ValueError(f"feature layers {mode!r} need at least {needed} transformer layers; "
                          f"the model has {num_layers}")
     return needed
 
 
-def feature_size(mode: str, hidden_size: int) -> int:
-    """Width of the combined features: 4·H for concat_last_four, H otherwise."""
+def feature_size(mode: str, hidden_size: int, num_layers: int | None = None) -> int:
+    """Width of the combined features: 4·H for concat_last_four, (L+1)·H for
+    concat_embeddings_and_all (`num_layers` = L is then required), H otherwise."""
     if mode not in FEATURE_LAYERS:
         raise ValueError(f"unknown feature layers {mode!r}; expected one of "
                          f"{', '.join(FEATURE_LAYERS)}")
+    if mode == "concat_embeddings_and_all":
+        if num_layers is None:
+            raise ValueError(f"feature layers {mode!r}: the width needs num_layers")
+        return (num_layers + 1) * hidden_size
     return 4 * hidden_size if mode == "concat_last_four" else hidden_size
 
 
@@ -96,13 +113,16 @@ def select_features(encoder_outputs: Mapping[str, tf.Tensor], mode: str,
       scalar_mix: the learned mix for the `weighted_*` modes (over 4 or L layers).
 
     Returns:
-      [batch, seq, H] ([batch, seq, 4H] for concat_last_four).
+      [batch, seq, H] ([batch, seq, 4H] for concat_last_four, [batch, seq, (L+1)H] for
+      concat_embeddings_and_all).
     """
     layers = list(encoder_outputs["encoder_outputs"])
-    feature_size(mode, 1)  # validates the name
+    feature_size(mode, 1, len(layers))  # validates the name
     _needs_layers(mode, len(layers))
     if mode == "embeddings":
         return encoder_outputs["embedding_output"]
+    if mode == "concat_embeddings_and_all":
+        return tf.concat([encoder_outputs["embedding_output"], *layers], axis=-1)
     if mode.startswith("weighted_"):
         if scalar_mix is None:
             raise ValueError(f"feature layers {mode!r} need a ScalarMix")
@@ -133,7 +153,7 @@ class FeatureBasedTagger(DummyBatchBuilt, keras.Model):
                  encoder: BertEncoder | None = None, **kwargs):
         kwargs.setdefault("name", "feature_based_tagger")
         super().__init__(**kwargs)
-        feature_size(feature_layers, config.hidden_size)
+        feature_size(feature_layers, config.hidden_size, config.num_hidden_layers)
         _needs_layers(feature_layers, config.num_hidden_layers)
         if lstm_units <= 0 or lstm_layers <= 0:
             raise ValueError(f"lstm_units and lstm_layers must be positive, got {lstm_units}, "

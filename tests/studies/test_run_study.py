@@ -17,7 +17,10 @@ import pytest
 
 from bert_tf.studies import STUDIES
 from bert_tf.studies.cells import DONE_FILE, CellStore
-from bert_tf.studies.declarations import SCALES, StudyError
+from bert_tf.studies.declarations import (FEATURE_DESCRIPTIONS, SCALES, StudyError,
+                                          describe_features)
+from bert_tf.tasks.feature_based import FEATURE_LAYERS
+from bert_tf.studies.report import column_of, study_section
 from bert_tf.studies.run import StudyRunOptions, run_study
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -58,18 +61,24 @@ def _check_outputs(out: str, study_names: list[str], variants: tuple[str, ...] =
         assert study.variants, name
         assert study.title in md
         (task,) = study.tasks(tiny)
-        for v in study.variants:
-            assert v.label in md
-            got = [r for r in rows if r["study"] == name and r["variant"] == v.name
-                   and r["task"] == task and r.get("kind") == "finetuning"]
-            assert len(got) == 1, (name, v.name)
+        for e in study.evaluations(tiny):  # the task, and the study's NER columns (Table 8)
+            got = [r for r in rows if r["study"] == name and r["variant"] == e.variant.name
+                   and column_of(r) == e.column and r.get("kind") == "finetuning"]
+            assert len(got) == 1, (name, e.variant.name, e.column)
             r = got[0]
-            assert r["metric"] == ("f1" if task == "conll2003" else "accuracy")
+            assert r["task"] == e.task
+            assert r["metric"] == ("f1" if e.task == "conll2003" else "accuracy")
             assert math.isfinite(r["value"])
             assert 0.0 <= r["value"] <= 100.0
             for key in ("seed", "steps", "wall_s", "command"):
                 assert r[key] not in (None, ""), key
             assert r["steps"] > 0 and "run_study" in r["command"]
+            assert r["cell"].split("/")[2] == e.run.finetuning_cell(tiny)
+            if e.column != task:
+                assert f"Ordering on {e.column} (F1) vs the paper's {e.paper_column} " \
+                    "column" in md
+        for v in study.variants:
+            assert v.label in md
             if v.pretrained:
                 pre = [p for p in rows if p["study"] == name and p["variant"] == v.name
                        and p["task"] == "pretraining"]
@@ -159,6 +168,71 @@ def test_sized_and_layered_variants_share_cells_only_when_the_same_run():
     assert epochs.tasks(small) == ("IMDb",) and epochs.tasks(tiny) == ("topic",)
 
 
+def test_masking_study_scores_ner_fine_tuned_and_feature_based():
+    """BERT Table 8's three columns: every masking variant on the scale's tasks, then CoNLL-2003
+    NER fine-tuned and feature-based. The paper's features (the last four layers concatenated)
+    where the model has four layers; the 2-layer tiny and small models concatenate every hidden
+    state they have (embeddings + 2 layers), and the cell key and the header say so. The task
+    cells keep their keys; at base the 80/10/10 NER runs are Table 7's own cells."""
+    masking = STUDIES["bert_masking"]
+    table7 = STUDIES["bert_feature_based"]
+    assert set(FEATURE_DESCRIPTIONS) == set(FEATURE_LAYERS)  # every choice has its words
+    assert describe_features("concat_embeddings_and_all", 2) == \
+        "concatenation of the embedding output and all 2 layers"
+    for scale in SCALES.values():
+        evaluations = masking.evaluations(scale)
+        assert len(evaluations) == len(masking.variants) * (len(scale.tasks) + 2)
+        assert masking.data_tasks(scale) == (*scale.tasks, "conll2003")
+        for e in evaluations:
+            if e.column in scale.tasks:  # fine-tuning cells as before (cached runs stay valid)
+                assert e.run is e.variant and e.paper_column is None
+                assert e.run.finetuning_cell(scale) == e.variant.pretraining_key
+                continue
+            assert e.task == "conll2003" and e.column == e.paper_column
+            pre = e.variant.pretraining_cell(scale)
+            if e.column == "NER fine-tune":
+                assert e.run.finetuning_cell(scale) == pre
+            else:
+                layers = "concat_last_four" if scale.num_layers >= 4 else \
+                    "concat_embeddings_and_all"
+                assert e.run.feature_layers == layers
+                assert e.run.finetuning_cell(scale) == f"{pre}-features-{layers}"
+    base = SCALES["base"]
+    ner = {e.run.finetuning_cell(base) for e in masking.evaluations(base)
+           if e.variant.name == "mask80_10_10" and e.task == "conll2003"}
+    assert ner == {v.finetuning_cell(base) for v in table7.variants
+                   if v.name in ("fine_tuned", "features_concat_last_four")}
+    # The table: ours beside the paper's three columns, an ordering check per column, the
+    # features named. (Rows as run.py writes them; the scores are made up for the layout.)
+    tiny = SCALES["tiny"]
+    study = masking.at_scale(tiny, ("mask80_10_10", "mask0_0_100"))
+    rows = []
+    for i, e in enumerate(study.evaluations(tiny)):
+        f1 = e.task == "conll2003"
+        row = {"study": study.name, "variant": e.variant.name, "task": e.task,
+               "column": e.column, "kind": "finetuning", "model": "L2/H64/A2",
+               "metric": "f1" if f1 else "accuracy", "value": 50.0 + i, "seed": 1,
+               "cell": e.run.finetuning_cell(tiny)}
+        if e.paper_column:
+            row["paper_column"] = e.paper_column
+        if e.run.feature_layers:
+            row["features_described"] = "concatenation of the embedding output and all 2 layers"
+        rows.append(row)
+    md = "\n".join(study_section(study, rows, [], "."))
+    assert "| Variant | topic (ours) | NER fine-tune (ours) | NER feature-based: concatenation " \
+        "of the embedding output and all 2 layers (ours) | MNLI fine-tune (paper) | " \
+        "NER fine-tune (paper) | NER feature-based (paper) |" in md
+    assert "| 80% / 10% / 10% | 50.0 | 51.0 | 52.0 | 84.2 | 95.4 | 94.9 |" in md
+    # Paper: 80/10/10 above 0/0/100 in all three columns; ours rises down the rows.
+    assert "Ordering on topic (accuracy) vs the paper's MNLI fine-tune column: does not hold " \
+        "(0 of 1 pairs" in md
+    assert "Ordering on NER fine-tune (F1) vs the paper's NER fine-tune column: does not hold" \
+        in md
+    assert "Ordering on NER feature-based (F1) vs the paper's NER feature-based column: does " \
+        "not hold" in md
+    assert "ours: held-out accuracy on topic; F1 on NER fine-tune, NER feature-based (%)" in md
+
+
 @pytest.mark.slow  # ~20-30 s: keeps the default suite under 15 min
 def test_new_studies_on_a_reduced_grid(tmp_path):
     """Table 6, GPT-1 Figure 2 and BERT vs GPT, one or two variants each, in one run: the
@@ -225,6 +299,34 @@ def test_feature_based_ner_study_on_a_reduced_grid(tmp_path):
     assert "features-weighted_sum_last_four" in ner[0]["cell"]
 
 
+@pytest.mark.slow  # ~2-3 min on the loaded 2 cores
+@pytest.mark.skipif(not os.path.exists(CONLL), reason=f"{CONLL} not found (../shared/data is "
+                    "not part of the repository)")
+def test_masking_study_on_a_reduced_grid(tmp_path):
+    """BERT Table 8 end to end for two masking mixtures: each pretraining scored on the topic
+    task and on CoNLL-2003 NER fine-tuned and feature-based (the tiny model's 2 layers: the
+    embeddings and both layers concatenated); a re-run reuses every cell."""
+    out = str(tmp_path / "masking")
+    variants = "mask80_10_10,mask0_0_100"
+    options = StudyRunOptions(study="bert_masking", scale="tiny", output_dir=out,
+                              variants=variants,
+                              data_dir=os.path.dirname(os.path.dirname(CONLL)),
+                              pretraining_steps=10, finetuning_epochs=1)
+    result = run_study(options, say=lambda _: None)
+    # 1 data + 2 pretraining + 2 x (topic, NER fine-tuned, NER feature-based).
+    assert (len(result["ran"]), len(result["skipped"])) == (9, 0), result["ran"]
+    rows = _check_outputs(out, ["bert_masking"], tuple(variants.split(",")))
+    with open(os.path.join(out, "results.md"), encoding="utf-8") as f:
+        md = f.read()
+    assert "NER feature-based: concatenation of the embedding output and all 2 layers (ours)" in md
+    feature = [r for r in rows if r.get("column") == "NER feature-based"]
+    assert {r["features"] for r in feature} == {"concat_embeddings_and_all"}
+    assert all(r["cell"].endswith("/seed1") and "-features-concat_embeddings_and_all/conll2003/"
+               in r["cell"] for r in feature)
+    again = run_study(options, say=lambda _: None)
+    assert (len(again["ran"]), len(again["skipped"])) == (0, 9)
+
+
 def test_tiny_study_runs_resumes_and_reruns_killed_cells(tmp_path):
     out = str(tmp_path / "study")
     proc = _run("--study=bert_pretraining_tasks", "--scale=tiny", f"--output_dir={out}", *FAST)
@@ -274,7 +376,8 @@ def test_every_study_at_tiny_scale(tmp_path):
     ran, reused = _counts(proc)
     # 1 data + 14 pretraining (BERT: MLM+NSP, MLM only, 5 other masks, 4 more sizes of
     # Table 6 (its L6/H768/A12 row is the MLM+NSP run at tiny), Table 7's 4-layer stand-in
-    # (= Table 6's BERT-Base row); GPT: the default and the smaller size) + 30 fine-tuning
-    # + 1 zero-shot.
-    assert (ran, reused) == (46, 0)
+    # (= Table 6's BERT-Base row); GPT: the default and the smaller size) + 42 fine-tuning
+    # (30 on the tasks, and Table 8's 6 variants on NER fine-tuned and feature-based) + 1
+    # zero-shot.
+    assert (ran, reused) == (58, 0)
     _check_outputs(out, list(STUDIES))

@@ -37,12 +37,13 @@ def test_layer_choices_match_the_encoder_outputs():
         "concat_last_four": tf.concat(layers, -1), "sum_all": tf.add_n(layers),
         "weighted_sum_last_four": tf.add_n(layers) / 4.0,  # zero weights: a plain average
         "weighted_sum_all": tf.add_n(layers) / 4.0,
+        "concat_embeddings_and_all": tf.concat([out["embedding_output"], *layers], -1),
     }
     assert set(expected) == set(fb.FEATURE_LAYERS)
     for mode, want in expected.items():
         mix = fb.ScalarMix(4) if mode.startswith("weighted") else None
         got = fb.select_features(out, mode, mix)
-        assert got.shape[-1] == fb.feature_size(mode, CONFIG.hidden_size), mode
+        assert got.shape[-1] == fb.feature_size(mode, CONFIG.hidden_size, len(layers)), mode
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6,
                                    err_msg=mode)
     mix = fb.ScalarMix(2)
@@ -56,6 +57,12 @@ def test_layer_choices_match_the_encoder_outputs():
     shallow = BertConfig.from_dict({**CONFIG.to_dict(), "num_hidden_layers": 2})
     with pytest.raises(ValueError, match="need at least 4 transformer layers"):
         fb.FeatureBasedTagger(shallow, 3, "concat_last_four")
+    # What the studies concatenate instead when there are fewer than four layers: every hidden
+    # state the model has (embeddings + 2 blocks = 3·H).
+    tagger = fb.FeatureBasedTagger(shallow, 3, "concat_embeddings_and_all", lstm_units=4,
+                                   lstm_layers=1)
+    assert fb.feature_size("concat_embeddings_and_all", 16, 2) == 48
+    assert tagger(_inputs())["logits"].shape == (3, 6, 3)
 
 
 def test_training_keeps_bert_frozen_and_the_loss_falls(tmp_path):
