@@ -507,7 +507,7 @@ SCALES: dict[str, Scale] = {
                    model_sizes={(3, 768, 12): (1, 128, 2), (6, 768, 3): (2, 128, 1),
                                 (6, 768, 12): (2, 128, 2), (12, 768, 12): (4, 128, 2),
                                 (12, 1024, 16): (4, 192, 3), (24, 1024, 16): (8, 192, 3)},
-                   ner_max_sentences=5000, comparison_task="IMDb", held_out_every=100),
+                   ner_max_sentences=2000, comparison_task="IMDb", held_out_every=100),
     "base": Scale("base", corpus="pretrain/imdb_unsup_corpus.txt.gz",
                   tasks=("SST-2", "MRPC", "RTE"), vocab_size=30522, num_layers=12,
                   hidden_size=768, num_heads=12, max_seq_length=512, pretraining_steps=1000000,
