@@ -134,6 +134,22 @@ def gpt_weights_trackable(model: GptModel) -> tf.train.Checkpoint:
     return root
 
 
+def lm_eval_sums(lm_logits: tf.Tensor, token_ids: tf.Tensor) -> dict[str, tf.Tensor]:
+    """Held-out LM sums of one batch: every next-token prediction counted.
+
+    Args: lm_logits float [B, S-1, rows]; token_ids int [B, S].
+    Returns {"nll_sum", "correct_sum", "token_count"}, float32 scalars (perplexity =
+    exp(nll_sum / token_count) over all batches).
+    """
+    logits = tf.cast(lm_logits, tf.float32)
+    targets = tf.cast(token_ids[..., 1:], tf.int32)
+    token_losses = lm_token_losses(logits, token_ids)
+    correct = tf.equal(tf.argmax(logits, -1, output_type=tf.int32), targets)
+    return {"nll_sum": tf.reduce_sum(token_losses),
+            "correct_sum": tf.reduce_sum(tf.cast(correct, tf.float32)),
+            "token_count": tf.cast(tf.size(token_losses), tf.float32)}
+
+
 class GptPretrainingTrainer(PretrainingTrainer):
     """Trains `GptModel` as a language model (see the module docstring) under a strategy.
 
@@ -181,13 +197,7 @@ class GptPretrainingTrainer(PretrainingTrainer):
         return {"loss": tf.reduce_sum(token_losses) / tf.stop_gradient(total)}
 
     def eval_loss_parts(self, outputs: dict, batch: dict) -> dict[str, tf.Tensor]:
-        logits = tf.cast(outputs["lm_logits"], tf.float32)
-        targets = tf.cast(batch["token_ids"][..., 1:], tf.int32)
-        token_losses = lm_token_losses(logits, batch["token_ids"])
-        correct = tf.equal(tf.argmax(logits, -1, output_type=tf.int32), targets)
-        return {"nll_sum": tf.reduce_sum(token_losses),
-                "correct_sum": tf.reduce_sum(tf.cast(correct, tf.float32)),
-                "token_count": tf.cast(tf.size(token_losses), tf.float32)}
+        return lm_eval_sums(outputs["lm_logits"], batch["token_ids"])
 
     def eval_metrics(self, totals: dict[str, float], batch_sums: list[dict[str, float]]) -> dict:
         loss = totals["nll_sum"] / totals["token_count"]

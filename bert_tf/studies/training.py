@@ -188,7 +188,7 @@ def gpt_held_out_metrics(model, cell_dir: str, scale: Scale, data: dict, seed: i
     import tensorflow as tf
 
     from bert_tf.gpt.lm_data import EncoderSpec, LmDataOptions, create_gpt_lm_data, lm_dataset
-    from bert_tf.gpt.losses import lm_token_losses
+    from bert_tf.gpt.pretraining import lm_eval_sums
 
     if not data.get("held_out_corpus"):
         return {}
@@ -201,11 +201,10 @@ def gpt_held_out_metrics(model, cell_dir: str, scale: Scale, data: dict, seed: i
     for batch in lm_dataset(prefix + "-*.tfrecord", scale.max_seq_length, batch_size,
                             is_training=False):
         ids = tf.cast(batch["input_ids"], tf.int32)
-        logits = tf.cast(model({"token_ids": ids}, training=False)["lm_logits"], tf.float32)
-        nll += float(tf.reduce_sum(lm_token_losses(logits, ids)))
-        correct += float(tf.reduce_sum(tf.cast(tf.equal(
-            tf.argmax(logits, -1, output_type=tf.int32), ids[:, 1:]), tf.float32)))
-        count += int(tf.size(ids[:, 1:]))
+        sums = lm_eval_sums(model({"token_ids": ids}, training=False)["lm_logits"], ids)
+        nll += float(sums["nll_sum"])
+        correct += float(sums["correct_sum"])
+        count += int(sums["token_count"])
     if not count:
         return {}
     loss = nll / count
