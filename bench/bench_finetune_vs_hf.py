@@ -30,7 +30,7 @@ TF intra-op / torch.set_num_threads) and one inter-op thread:
     predicts (train step = `finetuning.make_train_step` in one tf.function, the original's
     AdamWeightDecay with warm-up, clipping at 1.0);
   * bert_tf_length: what `train_model` and `predict_arrays` do by default: the same step on
-    batches cut to their longest example rounded up to a multiple of 32
+    batches cut to their longest example rounded up to a multiple of 8 (DEFAULT_LENGTH_MULTIPLE)
     (`length_batching.trim_padding`; one tf.function with a dynamic sequence axis), with the
     padded batch's dropout masks (`make_train_step(padded_length=, length_key=)`); prediction
     on length-sorted batches (`length_batching.predict_length_bucketed`);
@@ -158,6 +158,7 @@ def _run_bert_tf(spec: dict, arrays: dict) -> dict:
     from bert_tf.modeling import BertClassifier, BertTokenClassifier
     from bert_tf.pretrained import load_bert
     from bert_tf.tasks.classifier import classification_loss
+    from bert_tf.tasks.length_batching import DEFAULT_LENGTH_MULTIPLE
     from bert_tf.tasks.ner.scoring import ner_loss_fn
     from bert_tf.training.finetuning import make_train_step, predict_arrays
     from bert_tf.training.optimization import create_optimizer
@@ -188,7 +189,7 @@ def _run_bert_tf(spec: dict, arrays: dict) -> dict:
         batches = [{k: b[k] for k in keys} for b in
                    _batches(arrays, spec["train_batch_size"], steps)]
         if length:
-            batches = [_cut_to_longest(b, 32) for b in batches]
+            batches = [_cut_to_longest(b, DEFAULT_LENGTH_MULTIPLE) for b in batches]
         for b in batches[:spec["warmup_steps"]]:
             step(b)["loss"].numpy()
         timed = batches[spec["warmup_steps"]:]

@@ -7,7 +7,7 @@ original TF1 variable names), gradients summed over the replicas and clipped to 
 the training input repeated, shuffled over a 100-example buffer and cut into global batches (the
 last partial one dropped), each global batch split evenly across the replicas. Length-aware by
 default: the same batches in the same order, each cut on its sequence axis to its longest example
-rounded up to a multiple of 32 (`tasks.length_batching.trim_padding`; one graph with a dynamic
+rounded up to a multiple of 8 (`tasks.length_batching.trim_padding`; one graph with a dynamic
 sequence axis), with the dropout masks the padded batch would draw
 (`modeling.dropout.dropout_masks_at_padded_length`), so losses and weights equal the padded path
 up to float rounding; `FinetuneOptions.length_bucketing=False` is the padded path.
@@ -52,7 +52,7 @@ from bert_tf.checkpoints import (CheckpointError, assign_from_checkpoint, checkp
                                  remove_stale_temp_files, write_step_checkpoint)
 from bert_tf.modeling.dropout import dropout_masks_at_padded_length
 from bert_tf.progress import progress_bar
-from bert_tf.tasks.length_batching import trim_padding
+from bert_tf.tasks.length_batching import DEFAULT_LENGTH_MULTIPLE, trim_padding
 from bert_tf.training.distribution import (check_global_batch, check_model_in_scope,
                                            check_tpu_paths, is_chief, is_tpu_strategy,
                                            resolve_strategy)
@@ -99,7 +99,8 @@ class FinetuneOptions:
         up to a multiple of `length_multiple` (same batches, same order, same dropout masks:
         the padded path's losses up to float rounding); only when `train_model` has a
         `length_key` array, never on TPUs. False: every batch at full length.
-      length_multiple: the cut lengths are multiples of this (or the full length).
+      length_multiple: the cut lengths are multiples of this (or the full length; 8 by
+        default, `tasks.length_batching.DEFAULT_LENGTH_MULTIPLE`).
     """
 
     output_dir: str
@@ -115,7 +116,7 @@ class FinetuneOptions:
     progress: bool = True
     plot_curves: bool = True
     length_bucketing: bool = True
-    length_multiple: int = 32
+    length_multiple: int = DEFAULT_LENGTH_MULTIPLE
 
     def validate(self) -> None:
         """ValueError naming the option when a value cannot be used."""
@@ -569,7 +570,7 @@ def predict_arrays(model: keras.Model, arrays: Mapping[str, np.ndarray], batch_s
       input_keys: which arrays are model inputs.
       progress: show a Keras progress bar (examples done of N, with ETA) on stdout.
       length_bucketing: on one replica only, with an `input_mask` among the inputs, run
-        length-sorted batches cut to their longest example rounded up to a multiple of 32, rows
+        length-sorted batches cut to their longest example rounded up to a multiple of 8, rows
         returned in the original order (`bert_tf.tasks.length_batching.predict_length_bucketed`):
         the same outputs up to float rounding; per-position outputs past a batch's length are
         -10000. False, or a strategy with several replicas or a TPU: every batch at the

@@ -144,7 +144,7 @@ def _conll(shared_data, config_file, vocab_file, checkpoint, limit):
     np.testing.assert_allclose(bucketed[real], padded[real], rtol=0, atol=LOGIT_TOLERANCE)
     # Past the padded length of an example's batch: pad_value; before it, as padded (above).
     batch_length = np.zeros(len(features), np.int64)
-    for batch in plan_length_batches(example_lengths(arrays["input_mask"]), 32, 128, 32):
+    for batch in plan_length_batches(example_lengths(arrays["input_mask"]), 32, 128):
         batch_length[batch.indices] = batch.length
     beyond = np.arange(128)[None, :] >= batch_length[:, None]
     assert beyond.any() and (bucketed[beyond] == -10000.0).all()
@@ -176,7 +176,7 @@ def test_conll_testa_all_sentences_minilm(minilm, shared_data):
 
 
 def test_extract_features_cut_batches_equal_full_padding(original_fixtures, shared_data):
-    """extract_features cuts each batch to its longest example (multiple of 32): the values of
+    """extract_features cuts each batch to its longest example (DEFAULT_LENGTH_MULTIPLE): the values of
     the real tokens equal the encoder at full max_seq_length padding (6-decimal output)."""
     from bert_tf.checkpoints import load_original_checkpoint
     from bert_tf.feature_extraction import extract_features, pack_examples, parse_line
