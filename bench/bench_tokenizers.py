@@ -1,8 +1,8 @@
 """Tokenizer throughput on IMDb reviews: bert_tf's in-graph modes beside tensorflow-text's
 FastBertTokenizer, Hugging Face's Rust tokenizer and the Python `FullTokenizer`.
 
-  python bench/bench_tokenizers.py [--num_reviews=2000] [--repeats=5] [--batch_size=64]
-      [--tokenizers=in_graph_fast,fast_bert,in_graph_exact,hf_rust,python]
+  python bench/bench_tokenizers.py [--num_reviews=2000] [--repeats=15] [--batch_size=64]
+      [--tokenizers=in_graph_fast,in_graph_fast_1part,fast_bert,in_graph_exact,hf_rust,python]
 
 Prints one JSON object. Every tokenizer runs in this one process, interleaved pass by pass
 (A B C D A B C D ...; after one untimed warm-up pass each), so that load from other jobs on a
@@ -12,7 +12,11 @@ FastBertTokenizer's and to the exact in-graph mode's (medians of the per-round r
 many reviews got ids different from `FullTokenizer` (the original's tokenizer).
 
   * in_graph_fast / in_graph_exact: `InGraphTokenizer(mode=...)`, batches of `--batch_size`
-    inside one `tf.function` each;
+    inside one `tf.function` each; in_graph_fast cuts each batch into min(2, cores) parts
+    tokenized at the same time (its default), in_graph_fast_1part is the same mode on one
+    thread (`num_shards=1`), i.e. its CPU cost beside FastBertTokenizer's single-threaded kernels;
+    the timed call fetches the ids as NumPy (flat values and row splits), the correctness pass
+    turns them into lists;
   * fast_bert: `tensorflow_text.FastBertTokenizer(vocab, lower_case_nfd_strip_accents=True)`,
     same batches, same `tf.function` use;
   * hf_rust: Hugging Face's Rust tokenizer (`tokenizers.BertWordPieceTokenizer`, the pipeline
@@ -42,15 +46,18 @@ from absl import app, flags
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-ALL_TOKENIZERS = ("in_graph_fast", "fast_bert", "in_graph_exact", "hf_rust", "python")
+ALL_TOKENIZERS = ("in_graph_fast", "in_graph_fast_1part", "fast_bert", "in_graph_exact", "hf_rust",
+                  "python")
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("num_reviews", 2000, "How many reviews (from the start of the file).")
-flags.DEFINE_integer("repeats", 5, "Timed passes per tokenizer (interleaved); medians reported.")
+flags.DEFINE_integer("repeats", 15, "Timed passes per tokenizer (interleaved); medians reported.")
 flags.DEFINE_integer("batch_size", 64, "Batch size of the batched tokenizers.")
 flags.DEFINE_list("tokenizers", list(ALL_TOKENIZERS), f"Which of {ALL_TOKENIZERS} to run.")
 flags.DEFINE_string("shared_dir", os.environ.get("BERT_TF_SHARED", str(ROOT.parent / "shared")),
                     "The project's ../shared folder (fixtures and data).")
+flags.DEFINE_float("settle_s", 0.3, "Idle pause before each timed pass (other pools settle).")
+flags.DEFINE_string("out", None, "Also write the JSON report to this file.")
 
 
 def read_reviews(path: pathlib.Path, limit: int) -> list[str]:
@@ -67,7 +74,8 @@ def read_reviews(path: pathlib.Path, limit: int) -> list[str]:
 
 
 def build_runners(names: list[str], vocab: str, texts: list[str], batch_size: int):
-    """name -> (run() -> list of id lists, description); names that cannot run -> note."""
+    """name -> run(collect) (collect=True: list of id lists, for the correctness check;
+    False: the timed call, the tokenizer's own output form); names that cannot run -> note."""
     import tensorflow as tf
     import tensorflow_text
 
@@ -80,12 +88,23 @@ def build_runners(names: list[str], vocab: str, texts: list[str], batch_size: in
 
     def graph_runner(tokenize):
         fn = tf.function(tokenize, input_signature=spec)
-        return lambda: [row for batch in tensor_batches for row in fn(batch).to_list()]
+
+        def run(collect: bool):
+            if collect:
+                return [row for batch in tensor_batches for row in fn(batch).to_list()]
+            # Timed: the ids as NumPy (flat values + row splits), what a model input pipeline
+            # takes; building Python lists (to_list) is not the tokenizer's work.
+            for batch in tensor_batches:
+                ids = fn(batch)
+                ids.flat_values.numpy(), ids.row_splits.numpy()
+        return run
 
     for name in names:
-        if name in ("in_graph_fast", "in_graph_exact"):
-            mode = name.rsplit("_", 1)[1]
-            runners[name] = graph_runner(InGraphTokenizer(vocab, True, mode=mode).tokenize)
+        if name in ("in_graph_fast", "in_graph_fast_1part", "in_graph_exact"):
+            mode = name.split("_")[2]
+            shards = 1 if name.endswith("_1part") else None
+            runners[name] = graph_runner(InGraphTokenizer(vocab, True, mode=mode,
+                                                          num_shards=shards).tokenize)
         elif name == "fast_bert":
             tokens = FullTokenizer(vocab, True).inv_vocab
             fast_bert = tensorflow_text.FastBertTokenizer(
@@ -103,7 +122,7 @@ def build_runners(names: list[str], vocab: str, texts: list[str], batch_size: in
             hf = BertWordPieceTokenizer(vocab, clean_text=True, handle_chinese_chars=True,
                                         strip_accents=None, lowercase=True)
 
-            def run_hf(hf=hf):
+            def run_hf(collect: bool, hf=hf):
                 out = []
                 for batch in text_batches:
                     out.extend(e.ids for e in hf.encode_batch(batch, add_special_tokens=False))
@@ -111,8 +130,8 @@ def build_runners(names: list[str], vocab: str, texts: list[str], batch_size: in
             runners[name] = run_hf
         elif name == "python":
             python = FullTokenizer(vocab, True)
-            runners[name] = lambda: [python.convert_tokens_to_ids(python.tokenize(t))
-                                     for t in texts]
+            runners[name] = lambda collect: [python.convert_tokens_to_ids(python.tokenize(t))
+                                             for t in texts]
         else:
             raise ValueError(f"--tokenizers: unknown {name!r}; expected some of {ALL_TOKENIZERS}")
     return runners, notes
@@ -142,12 +161,16 @@ def main(argv):
     seconds: dict[str, list[float]] = {name: [] for name in runners}
     different: dict[str, int] = {}
     for name, run in runners.items():  # Warm-up (tracing) pass, also the correctness check.
-        got = run()
+        got = run(True)
         different[name] = sum(g != w for g, w in zip(got, want))
     for _ in range(FLAGS.repeats):
         for name, run in runners.items():
+            # Let the previous tokenizer's worker threads go idle first: HF's Rust pool keeps
+            # spinning for a while after encode_batch and took a core from the next runner
+            # (in_graph_fast measured 0.95x FastBertTokenizer right after hf_rust, 1.23x without).
+            time.sleep(FLAGS.settle_s)
             start = time.perf_counter()
-            run()
+            run(False)
             seconds[name].append(time.perf_counter() - start)
 
     def ratio_to(name: str, base: str):
@@ -185,7 +208,10 @@ def main(argv):
         "results": results,
         "environment": {**versions, "cpu_count": os.cpu_count(), "machine": platform.machine()},
     }
-    print(json.dumps(report, indent=2))
+    text = json.dumps(report, indent=2)
+    print(text)
+    if FLAGS.out:
+        pathlib.Path(FLAGS.out).write_text(text + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -121,7 +121,7 @@ class InGraphTokenizer(tf.Module):
 
     def __init__(self, vocab_file: str | os.PathLike, do_lower_case: bool = True,
                  unk_token: str = "[UNK]", max_input_chars_per_word: int = 200,
-                 mode: str = "fast", name: str | None = None):
+                 mode: str = "fast", name: str | None = None, num_shards: int | None = None):
         """Args:
           vocab_file: WordPiece vocab, one token per line (read and validated by `load_vocab`).
           do_lower_case: lower-case and strip accents, as `FullTokenizer(do_lower_case=...)`.
@@ -131,6 +131,8 @@ class InGraphTokenizer(tf.Module):
             tensorflow-text ops FastBertNormalize and FastWordpieceTokenizeWithOffsets in the
             graph besides the classic ones).
           name: tf.Module name.
+          num_shards: fast mode only: parts of each batch tokenized at the same time (None:
+            min(2, CPU cores); 1: one thread; see `fast_in_graph`). The ids do not depend on it.
 
         Raises:
           FileNotFoundError / ValueError: see `load_vocab`; ValueError if `unk_token` is missing
@@ -173,7 +175,7 @@ class InGraphTokenizer(tf.Module):
             self._fast = FastPathRouter(
                 tokens, self.do_lower_case, unk_token, self.max_input_chars_per_word,
                 whitespace_class=self._classes["whitespace"],
-                delete_class=self._classes["delete"])
+                delete_class=self._classes["delete"], num_shards=num_shards)
 
     def basic_tokenize(self, texts: tf.Tensor | Sequence[str]) -> tf.RaggedTensor | tf.Tensor:
         """Like `BasicTokenizer.tokenize`: words and punctuation before WordPiece.

@@ -23,8 +23,8 @@ def vocab(original_fixtures):
 def test_parts_give_full_tokenizer_ids(vocab, num_shards):
     reference = FullTokenizer(vocab, do_lower_case=True)
     want = [reference.convert_tokens_to_ids(reference.tokenize(t)) for t in TEXTS]
-    tokenizer = InGraphTokenizer(vocab, True, mode="fast")
-    tokenizer._fast._num_shards = num_shards  # noqa: SLF001 (the constructor's default is 2)
+    tokenizer = InGraphTokenizer(vocab, True, mode="fast", num_shards=num_shards)
+    assert tokenizer._fast._num_shards == num_shards  # noqa: SLF001
     graph = tf.function(tokenizer.tokenize, input_signature=[tf.TensorSpec([None], tf.string)])
     for size in range(len(TEXTS) + 1):
         assert graph(tf.constant(TEXTS[:size], tf.string)).to_list() == want[:size], size
