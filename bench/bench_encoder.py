@@ -219,7 +219,9 @@ def impl_name_of(r: dict) -> str:
 
 
 def summarize(records: list[dict], peak: float | None, jits: list[int], impls: list[str],
-              peak_best: float | None = None) -> dict:
+              peak_best: float | None = None, peak_bf16: float | None = None) -> dict:
+    """Per impl and XLA setting: seq/s, MFU against the fp32 peak (and, when the peak run measured
+    bfloat16 too, `mfu_vs_bf16_peak`: the figure for `--precision mixed_bf16`), ratios."""
     groups: dict = {}
     errors = []
     for r in records:
@@ -244,6 +246,8 @@ def summarize(records: list[dict], peak: float | None, jits: list[int], impls: l
             "mfu": round(gflop / (med / 1e3) / peak, 3) if peak else None,
             "mfu_vs_best_shape_peak": (round(gflop / (med / 1e3) / peak_best, 3)
                                        if peak_best else None),
+            "mfu_vs_bf16_peak": (round(gflop / (med / 1e3) / peak_bf16, 3)
+                                 if peak_bf16 else None),
             "passes": len(rs),
             "clean_steps_per_pass": [r["clean_steps"] for r in rs],
             "timed_steps_per_pass": [r["timed_steps"] for r in rs],
@@ -354,7 +358,8 @@ def main() -> None:
         # MFU recomputed against this dir's peak (the per-run mfu used the peak given at run time)
         summary.update(summarize(records, peak, sorted({int(r["jit_compile"]) for r in records
                                                         if "jit_compile" in r}), impls,
-                                 peak_info.get("peak_fp32_gflops_best_shape")))
+                                 peak_info.get("peak_fp32_gflops_best_shape"),
+                                 peak_info.get("peak_bf16_gflops")))
         print(json.dumps(summary))
         return
 
@@ -418,7 +423,8 @@ def main() -> None:
         "out": jsonl,
     }
     summary.update(summarize(records, peak, jits, impls,
-                             peak_info.get("peak_fp32_gflops_best_shape")))
+                             peak_info.get("peak_fp32_gflops_best_shape"),
+                             peak_info.get("peak_bf16_gflops")))
     with open(os.path.join(out_dir, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
     print(json.dumps(summary))
