@@ -41,6 +41,9 @@ def main():
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--graph_ops", action="store_true")
+    ap.add_argument("--precision", choices=["fp32", "mixed_bf16"], default="fp32",
+                    help="mixed_bf16: the harness's Keras 'mixed_bfloat16' policy")
+    ap.add_argument("--by_name", action="store_true", help="also sum by op name (top --top)")
     args = ap.parse_args()
 
     sys.path.insert(0, args.harness)
@@ -55,7 +58,7 @@ def main():
     args.batch = args.batch or (32 if args.task == "pretrain" else 8)
     cfg = dict(bench_bert.CONFIGS[args.config])
     cfg.update(vocab_size=30522, max_position=512, type_vocab_size=2, dropout=0.1,
-               dtype_policy=None)
+               dtype_policy=None if args.precision == "fp32" else "mixed_bfloat16")
     data = bench_bert.make_batch(tf, np, cfg, args.batch, args.seq, 20)
     if args.task == "pretrain":
         pt = impl.Pretrainer(cfg)
@@ -74,7 +77,7 @@ def main():
         run_once()
 
     result = {"impl": args.impl, "task": args.task, "config": args.config, "batch": args.batch, "seq": args.seq,
-              "jit": args.jit, "tf": tf.__version__}
+              "jit": args.jit, "precision": args.precision, "tf": tf.__version__}
     if args.graph_ops:
         graph = fwd.get_concrete_function(data).graph
         ops = collections.Counter(op.type for op in graph.get_operations())
@@ -94,6 +97,7 @@ def main():
     with open(paths[0], "rb") as f:
         space.ParseFromString(f.read())
     by_type = collections.Counter()
+    by_name = collections.Counter()
     count = collections.Counter()
     for plane in space.planes:
         if not plane.name.startswith("/host:CPU"):
@@ -109,6 +113,7 @@ def main():
                 if not op_type or not (op_type[0].isupper() or op_type[0] == "_") or op_type in ("Process", "Run", "Record"):
                     continue
                 by_type[op_type] += ev.duration_ps / 1e9  # ms
+                by_name[name.rsplit(":", 1)[0]] += ev.duration_ps / 1e9
                 count[op_type] += 1
     total = sum(by_type.values())
     result["wall_ms_per_step_traced"] = round(wall * 1e3, 1)
@@ -118,6 +123,9 @@ def main():
         k: round(v / args.steps, 1) for k, v in by_type.most_common(args.top)}
     result["count_per_step_by_op_type"] = {
         k: count[k] // args.steps for k, _ in by_type.most_common(args.top)}
+    if args.by_name:
+        result["ms_per_step_by_op_name"] = {
+            k: round(v / args.steps, 1) for k, v in by_name.most_common(args.top)}
     print(json.dumps(result), flush=True)
 
 
