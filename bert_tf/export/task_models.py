@@ -21,6 +21,12 @@ tensors with stable names:
 The id signatures take int32 `input_word_ids`, `input_mask`, `input_type_ids` of shape
 [batch, seq] (multiple choice: [batch, num_choices, seq]), any seq up to the model's
 `max_position_embeddings`.
+
+The classifier and multiple-choice signatures (one output row per example) run the model on the
+request cut to its longest example, rounded up to a multiple of 8
+(`tasks.length_batching.trim_padding`): a short sentence packed to seq_length 128 costs its own
+length, with the same outputs up to float rounding (padding never reaches a real position). The
+per-position exports (squad, ner) keep the full length, so their [B, S] outputs are unchanged.
 """
 from __future__ import annotations
 
@@ -32,6 +38,7 @@ import tensorflow as tf
 from bert_tf.export.preprocessor import INPUT_KEYS, BertPreprocessor, ensure_input_shape
 from bert_tf.modeling import (BertClassifier, BertMultipleChoice, BertSpanLabeler,
                               BertTokenClassifier)
+from bert_tf.tasks.length_batching import DEFAULT_LENGTH_MULTIPLE, trim_padding
 
 TASK_TYPES = ("classifier", "squad", "ner", "multiple_choice")
 
@@ -65,9 +72,14 @@ class TaskServingModule(tf.Module):
             self.label_names = tf.constant(self.label_list, tf.string)
         self.bert_config_json = tf.Variable(model.config.to_json_string(), trainable=False)
 
-    def _run(self, inputs: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+    def _run(self, inputs: dict[str, tf.Tensor], cut_padding: bool = False
+             ) -> dict[str, tf.Tensor]:
+        """The model (training=False) on int32 inputs [B, ..., S]; `cut_padding`: on the batch
+        cut to its longest example (outputs without a sequence axis only)."""
         inputs = {k: ensure_input_shape(tf.cast(inputs[k], tf.int32),
                                         [None] * inputs[k].shape.rank) for k in INPUT_KEYS}
+        if cut_padding:
+            inputs = trim_padding(inputs, DEFAULT_LENGTH_MULTIPLE)
         return self._model(inputs, training=False)
 
     def _labels(self, label_ids: tf.Tensor) -> dict[str, tf.Tensor]:
@@ -96,7 +108,7 @@ class ClassifierExport(TaskServingModule):
 
     def outputs(self, inputs: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         """Packed inputs [B, S] -> named outputs (see the module docstring)."""
-        logits = tf.cast(self._run(inputs)["logits"], tf.float32)
+        logits = tf.cast(self._run(inputs, cut_padding=True)["logits"], tf.float32)
         if self.num_labels == 1:  # Regression (STS-B): the single logit is the prediction.
             return {"predictions": logits[:, 0], "logits": logits}
         label_ids = tf.argmax(logits, axis=-1, output_type=tf.int32)
@@ -245,7 +257,7 @@ class MultipleChoiceExport(TaskServingModule):
         self.num_choices = model.num_choices
 
     def outputs(self, inputs: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-        logits = tf.cast(self._run(inputs)["logits"], tf.float32)
+        logits = tf.cast(self._run(inputs, cut_padding=True)["logits"], tf.float32)
         return {"probabilities": tf.nn.softmax(logits, axis=-1),
                 "label_ids": tf.argmax(logits, axis=-1, output_type=tf.int32), "logits": logits}
 

@@ -102,3 +102,42 @@ def test_multiple_choice_packs_each_choice_as_a_pair(setup):
                    training=False)["logits"]
     np.testing.assert_allclose(out["logits"], logits, atol=1e-6)
     assert out["label_ids"].shape == (2,)
+
+
+def test_example_level_exports_run_on_the_cut_batch(setup):
+    """Classifier and multiple-choice signatures cut the packed request to its longest example
+    (rounded up to 8): the model sees 8 columns instead of 64, the logits equal the model at full
+    length, also when one example is longer than the others."""
+    vocab, config, _ = setup
+    pre = BertPreprocessor(vocab, 64)
+    seen = []
+
+    def spy(export):
+        model = export._model  # noqa: SLF001
+
+        def call(inputs, training=False):
+            seen.append(int(inputs["input_mask"].shape[-1]))
+            return model(inputs, training=training)
+        export.__dict__["_model"] = call
+        return model
+
+    texts = tf.constant(["The cat sat on the mat.", "unaffable dog", ""])
+    export = ClassifierExport(BertClassifier(config, num_labels=3).build_from_config_shapes(), pre)
+    model = spy(export)
+    for batch, length in ((texts, 16), (tf.concat([texts, ["a cat , a dog " * 3]], 0), 24)):
+        packed = pre.pack_single(batch)
+        out = export.outputs(packed)
+        assert seen[-1] == length
+        np.testing.assert_allclose(out["logits"], model(packed, training=False)["logits"],
+                                   atol=1e-5)
+
+    mc = MultipleChoiceExport(BertMultipleChoice(config, num_choices=2)
+                              .build_from_config_shapes(), pre)
+    model = spy(mc)
+    choices = tf.constant([["on the mat .", "un"], ["dog", "the mat , the cat"]])
+    out = mc.from_text(tf.constant(["the cat sat", "a dog"]), choices)
+    assert seen[-1] == 16
+    inputs = pre.pack_pair(tf.constant(["the cat sat"] * 2 + ["a dog"] * 2),
+                           tf.reshape(choices, [-1]))
+    full = model({k: tf.reshape(v, [2, 2, 64]) for k, v in inputs.items()}, training=False)
+    np.testing.assert_allclose(out["logits"], full["logits"], atol=1e-5)
