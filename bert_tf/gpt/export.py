@@ -107,6 +107,7 @@ class GptClassifierServingModule(_ModelModule):
 
         from bert_tf.export.preprocessor import ensure_input_shape
         from bert_tf.gpt.input_transforms import SpecialTokens
+        from bert_tf.tasks.length_batching import DEFAULT_LENGTH_MULTIPLE
         c = model.config
         super().__init__(model, json.dumps({"gpt_config": c.to_dict(), "task": model.task,
                                             "num_classes": model.num_classes,
@@ -158,7 +159,9 @@ class GptClassifierServingModule(_ModelModule):
         cut, width = self.max_text_length, self.seq_length
 
         def sequences(first, second=None):
-            """int32 ragged [N, (pieces)] parts -> [N, S] `[start; a; (delim; b;) extract]`."""
+            """int32 ragged [N, (pieces)] parts -> [N, L] `[start; a; (delim; b;) extract]`,
+            L = the longest row rounded up to DEFAULT_LENGTH_MULTIPLE, at most S: the causal
+            model's outputs at each row's extract token do not depend on later columns."""
             n = first.nrows(out_type=tf.int32)
 
             def const(value):
@@ -168,7 +171,11 @@ class GptClassifierServingModule(_ModelModule):
             if second is not None:
                 pieces += [const(delim), second[:, :cut]]
             pieces.append(const(extract))
-            return tf.concat(pieces, axis=1).to_tensor(0, shape=[None, width])
+            rows = tf.concat(pieces, axis=1)
+            multiple = DEFAULT_LENGTH_MULTIPLE
+            longest = tf.reduce_max(tf.concat([tf.cast(rows.row_lengths(), tf.int32), [1]], 0))
+            length = tf.minimum((longest + multiple - 1) // multiple * multiple, width)
+            return rows.to_tensor(0, shape=[None, width])[:, :length]
 
         def tokens(texts):
             return tf.cast(encode(texts), tf.int32)
@@ -195,7 +202,7 @@ class GptClassifierServingModule(_ModelModule):
                 batch, num = tf.shape(choices)[0], tf.shape(choices)[1]
                 repeated = tf.reshape(tf.tile(context[:, None], [1, num]), [-1])
                 flat = sequences(tokens(repeated), tokens(tf.reshape(choices, [-1])))
-                return outputs(tf.reshape(flat, [batch, num, width]))
+                return outputs(tf.reshape(flat, [batch, num, tf.shape(flat)[1]]))
         self.serving_default = serve
 
 
