@@ -233,7 +233,10 @@ def plot_study(output_dir: str, study: Study, rows: list[dict],
     summary = summarise([r for r in rows if r["study"] == study.name])
     tasks = table_columns(summary, [r for r in rows if r["study"] == study.name])
     written = []
-    fig, ax = plt.subplots(figsize=(max(4, 1.2 * len(study.variants) * len(tasks)) + 3.5, 4))
+    # About a third of an inch per bar plus the legend, at most 14 inches: a 6-variant x 5-task
+    # study was 39.5 inches wide (3,555 px at 4 inches high), unreadable on a page.
+    bars = len(study.variants) * len(tasks)
+    fig, ax = plt.subplots(figsize=(min(14.0, max(4.0, 0.35 * bars) + 3.5), 4))
     width = 0.8 / len(study.variants)
     x = np.arange(len(tasks))
     for i, v in enumerate(study.variants):
