@@ -268,6 +268,9 @@ class GptClassifierRunOptions(DistributionOptions):
       save_checkpoints_steps: How often to save the model checkpoint.
       keep_checkpoint_max: How many recent checkpoints to keep.
       seed: Seed of the example shuffle, input pipeline, new weights and dropout.
+      length_bucketing: Cut each training, evaluation and prediction batch to its longest
+        example, rounded up to a multiple of 8 (the same results up to float rounding, faster
+        on short examples). False: every batch at max_seq_length, the original's fixed shapes.
       export_dir: Also export the fine-tuned classifier as a serving SavedModel
         <export_dir>/1 (raw-text serving_default with the in-graph WordPiece or BPE encoder;
         serving_ids always).
@@ -305,6 +308,7 @@ class GptClassifierRunOptions(DistributionOptions):
     save_checkpoints_steps: int = 1000
     keep_checkpoint_max: int = 5
     seed: int = 12345
+    length_bucketing: bool = True
     export_dir: str | None = None
 
 
@@ -373,14 +377,16 @@ def _load_splits(task: str, opts: GptClassifierRunOptions) -> tuple[dict, list[s
     return splits, labels
 
 
-def _predict_logits(model, arrays: dict, batch_size: int, strategy) -> np.ndarray:
-    """Logits [N, ...] in example order. On one replica, length-aware: length-sorted batches cut
-    to their longest "mask" row (a causal model's real positions do not see the padding after
-    them: the same logits up to float rounding, `tasks.length_batching.predict_length_bucketed`);
-    otherwise every batch at full length across the replicas (`predict_arrays`)."""
+def _predict_logits(model, arrays: dict, batch_size: int, strategy,
+                    length_bucketing: bool = True) -> np.ndarray:
+    """Logits [N, ...] in example order. On one replica with `length_bucketing`, length-aware:
+    length-sorted batches cut to their longest "mask" row (a causal model's real positions do
+    not see the padding after them: the same logits up to float rounding,
+    `tasks.length_batching.predict_length_bucketed`); otherwise every batch at full length
+    across the replicas (`predict_arrays`)."""
     from bert_tf.training.finetuning import predict_arrays
 
-    if strategy.num_replicas_in_sync == 1:
+    if length_bucketing and strategy.num_replicas_in_sync == 1:
         from bert_tf.tasks.length_batching import predict_length_bucketed
 
         return predict_length_bucketed(model, arrays, batch_size, ["logits"],
@@ -486,7 +492,8 @@ def run_gpt_classifier(opts: GptClassifierRunOptions) -> dict:
             num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
             train_batch_size=opts.train_batch_size, clip_norm=opts.max_grad_norm,
             save_checkpoints_steps=opts.save_checkpoints_steps,
-            keep_checkpoint_max=opts.keep_checkpoint_max, seed=opts.seed)
+            keep_checkpoint_max=opts.keep_checkpoint_max, seed=opts.seed,
+            length_bucketing=opts.length_bucketing)
 
         def optimizer_fn():
             # The loop clips the summed gradients to --max_grad_norm; the optimizer's own clip
@@ -512,7 +519,8 @@ def run_gpt_classifier(opts: GptClassifierRunOptions) -> dict:
         for rows, arrays in dev_arrays:
             logging.info("***** Running evaluation: %s (%d examples) *****", rows.name,
                          len(rows.labels))
-            logits = _predict_logits(model, arrays, opts.eval_batch_size, strategy)
+            logits = _predict_logits(model, arrays, opts.eval_batch_size, strategy,
+                                     opts.length_bucketing)
             label_ids = arrays["label_ids"]
             if kind == "multiple_choice":
                 metrics = evaluate_logits(logits, label_ids)
@@ -539,7 +547,8 @@ def run_gpt_classifier(opts: GptClassifierRunOptions) -> dict:
         from bert_tf.io_utils import atomic_write_text
         result["predict"] = {}
         for rows, arrays in test_arrays:
-            logits = _predict_logits(model, arrays, opts.predict_batch_size, strategy)
+            logits = _predict_logits(model, arrays, opts.predict_batch_size, strategy,
+                                     opts.length_bucketing)
             path = os.path.join(opts.output_dir, f"test_results{_suffix(rows.name)}.tsv")
             if regression:  # one predicted score per line, as run_classifier.py's STS-B file
                 lines = [f"{float(score)}\n" for score in logits[:, 0]]

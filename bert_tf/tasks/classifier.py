@@ -372,7 +372,8 @@ def run_classifier(opts: ClassifierRunOptions) -> dict:
             logging.info("***** Running evaluation: %s *****", split.name)
             logging.info("  Num examples = %d", len(features))
             logging.info("  Batch size = %d", opts.eval_batch_size)
-            logits = predict_arrays(model, arrays, opts.eval_batch_size, ["logits"])["logits"]
+            logits = predict_arrays(model, arrays, opts.eval_batch_size, ["logits"],
+                                    length_bucketing=opts.length_bucketing)["logits"]
             labels = arrays["label_ids"]
             predictions = logits[:, 0] if regression else logits.argmax(axis=-1)
             metrics = {k: float(v) for k, v in glue_metrics(task, predictions, labels).items()}
@@ -400,7 +401,8 @@ def run_classifier(opts: ClassifierRunOptions) -> dict:
             logging.info("***** Running prediction: %s *****", split.name)
             logging.info("  Num examples = %d", len(features))
             logging.info("  Batch size = %d", opts.predict_batch_size)
-            logits = predict_arrays(model, arrays, opts.predict_batch_size, ["logits"])["logits"]
+            logits = predict_arrays(model, arrays, opts.predict_batch_size, ["logits"],
+                                    length_bucketing=opts.length_bucketing)["logits"]
             result["predict"][split.name] = write_test_outputs(
                 opts.output_dir, processor, split, logits, split.leaderboard_name)
     return result

@@ -347,7 +347,8 @@ def run_swag(opts: SwagRunOptions) -> dict:
         arrays = convert_examples_to_features(examples, tokenizer, opts.max_seq_length)
         logging.info("***** Running %s *****", prefix)
         logging.info("  Num examples = %d, batch size = %d", len(examples), batch_size)
-        logits = finetuning.predict_arrays(model, arrays, batch_size, ["logits"])["logits"]
+        logits = finetuning.predict_arrays(model, arrays, batch_size, ["logits"],
+                                           length_bucketing=opts.length_bucketing)["logits"]
         write_predictions(os.path.join(opts.output_dir, f"{prefix}_predictions.tsv"), examples,
                           logits)
         if any(e.label is None for e in examples):

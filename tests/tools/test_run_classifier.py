@@ -117,6 +117,20 @@ def test_classification_train_eval_predict_then_predict_from_checkpoint(tmp_path
     again = _read_eval(out / "eval_results.txt")
     assert again["global_step"] == 96 and again["acc"] == results["acc"]
 
+    # --length_bucketing=false: every batch at max_seq_length 16 (the examples are 7 pieces,
+    # cut to 8 by default): the same predictions and metrics.
+    (out / "test_results.tsv").unlink()
+    classifier.run_classifier(classifier.ClassifierRunOptions(
+        task_name="SST-2", data_dir=str(data_dir), bert_config_file=config, vocab_file=vocab,
+        output_dir=str(out), max_seq_length=16, do_eval=True, do_predict=True,
+        predict_batch_size=3, length_bucketing=False))
+    np.testing.assert_allclose(np.loadtxt(out / "test_results.tsv", delimiter="\t"),
+                               np.loadtxt(np.array(first.splitlines()), delimiter="\t"),
+                               rtol=1e-5, atol=1e-6)
+    padded = _read_eval(out / "eval_results.txt")
+    assert padded["acc"] == results["acc"]
+    assert abs(padded["eval_loss"] - results["eval_loss"]) < 1e-5
+
 
 def test_stsb_regression(tmp_path, model_files):
     config, vocab = model_files

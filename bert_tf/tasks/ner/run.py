@@ -154,7 +154,8 @@ def _predict_and_write(model, sentences: Sequence[NerSentence], tokenizer,
     logging.info("***** Running %s *****", prefix)
     logging.info("  Num sentences = %d, windows = %d, batch size = %d", len(sentences),
                  len(features), batch_size)
-    logits = predict_arrays(model, arrays, batch_size, ["logits"])["logits"]
+    logits = predict_arrays(model, arrays, batch_size, ["logits"],
+                            length_bucketing=opts.length_bucketing)["logits"]
     predicted_ids = np.argmax(logits, axis=-1)
     predictions = word_predictions(features, predicted_ids, sentences, label_list)
     write_conlleval_file(os.path.join(opts.output_dir, f"{prefix}_predictions.txt"), sentences,

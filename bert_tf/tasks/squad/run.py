@@ -116,14 +116,30 @@ def train_squad(model, train_features: Sequence[InputFeatures], opts: SquadRunOp
     return train_model(model, arrays, loss_fn, options, strategy=strategy)
 
 
-def predict_logits(model, features: Sequence[InputFeatures], batch_size: int) -> list:
-    """Runs the model on every feature; returns one `RawResult` per feature, in order."""
+def predict_logits(model, features: Sequence[InputFeatures], batch_size: int,
+                   length_bucketing: bool = True) -> list:
+    """Runs the model on every feature; returns one `RawResult` per feature, in order.
+
+    `length_bucketing` (as `finetuning.predict_arrays`): every [PAD] position's logits are set
+    to -10000. The original's n-best takes the top start/end positions over ALL positions and
+    only then drops those outside the context, so in the padded path a [PAD] position with a
+    high logit can take one of the n-best slots; cut batches compute [PAD] positions only up to
+    their batch's length, so which [PAD] logits exist would depend on the batch composition.
+    With every [PAD] at -10000 the answers do not depend on it (they may differ from the
+    padded path where a [PAD] took a slot there); `length_bucketing=False` is the original's
+    computation exactly.
+    """
     from bert_tf.tasks.squad.postprocess import RawResult
     from bert_tf.training.finetuning import predict_arrays
 
     arrays = features_to_arrays(features, is_training=False)
     unique_ids = arrays.pop("unique_ids")
-    out = predict_arrays(model, arrays, batch_size, ("start_logits", "end_logits"))
+    out = predict_arrays(model, arrays, batch_size, ("start_logits", "end_logits"),
+                         length_bucketing=length_bucketing)
+    if length_bucketing:
+        padding = arrays["input_mask"] == 0
+        for key in ("start_logits", "end_logits"):
+            out[key][padding] = -10000.0
     return [RawResult(unique_id=int(uid), start_logits=start.tolist(), end_logits=end.tolist())
             for uid, start, end in zip(unique_ids, out["start_logits"], out["end_logits"])]
 
@@ -258,7 +274,8 @@ def run_squad(opts: SquadRunOptions) -> dict:
         logging.info("  Num orig examples = %d", len(eval_examples))
         logging.info("  Num split examples = %d", len(eval_features))
         logging.info("  Batch size = %d", opts.predict_batch_size)
-        raw_results = predict_logits(model, eval_features, opts.predict_batch_size)
+        raw_results = predict_logits(model, eval_features, opts.predict_batch_size,
+                                     opts.length_bucketing)
         null_odds_file = (os.path.join(opts.output_dir, "null_odds.json")
                           if opts.version_2_with_negative else None)
         preds = postprocess.write_predictions(
