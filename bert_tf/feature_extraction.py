@@ -16,7 +16,7 @@ from bert_tf.errors import UserInputError
 from bert_tf import io_utils
 from bert_tf.io_utils import atomic_output_path
 from bert_tf.modeling import BertEncoder
-from bert_tf.tasks.length_batching import DEFAULT_LENGTH_MULTIPLE
+from bert_tf.tasks.length_batching import DEFAULT_LENGTH_MULTIPLE, round_up_length
 from bert_tf.tasks.packing import PackedInput, pack_tokens
 
 _PAIR_RE = re.compile(r"^(.*) \|\|\| (.*)$")
@@ -126,8 +126,8 @@ def extract_features(encoder: BertEncoder, tokenizer, examples: Sequence[InputEx
         chunk = packed[start:start + batch_size]
         # Cut to the batch's longest example, rounded up to DEFAULT_LENGTH_MULTIPLE: the real
         # tokens' features are the same at any padding (tasks/length_batching.py).
-        multiple = DEFAULT_LENGTH_MULTIPLE
-        length = min(-(-max(len(p.tokens) for p in chunk) // multiple) * multiple, max_seq_length)
+        length = round_up_length(max(len(p.tokens) for p in chunk), DEFAULT_LENGTH_MULTIPLE,
+                                 max_seq_length)
         arrays = [tf.constant([getattr(p, name)[:length] for p in chunk], tf.int32)
                   for name in ("input_ids", "input_mask", "segment_ids")]
         layers = run(*arrays).numpy()  # [n_layers, batch, length, H]

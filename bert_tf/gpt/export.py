@@ -107,7 +107,7 @@ class GptClassifierServingModule(_ModelModule):
 
         from bert_tf.export.preprocessor import ensure_input_shape
         from bert_tf.gpt.input_transforms import SpecialTokens
-        from bert_tf.tasks.length_batching import DEFAULT_LENGTH_MULTIPLE
+        from bert_tf.tasks.length_batching import trim_padding
         c = model.config
         super().__init__(model, json.dumps({"gpt_config": c.to_dict(), "task": model.task,
                                             "num_classes": model.num_classes,
@@ -160,8 +160,8 @@ class GptClassifierServingModule(_ModelModule):
 
         def sequences(first, second=None):
             """int32 ragged [N, (pieces)] parts -> [N, L] `[start; a; (delim; b;) extract]`,
-            L = the longest row rounded up to DEFAULT_LENGTH_MULTIPLE, at most S: the causal
-            model's outputs at each row's extract token do not depend on later columns."""
+            L = the longest row rounded up as `trim_padding` does, at most S: the causal model's
+            outputs at each row's extract token do not depend on later columns."""
             n = first.nrows(out_type=tf.int32)
 
             def const(value):
@@ -172,10 +172,9 @@ class GptClassifierServingModule(_ModelModule):
                 pieces += [const(delim), second[:, :cut]]
             pieces.append(const(extract))
             rows = tf.concat(pieces, axis=1)
-            multiple = DEFAULT_LENGTH_MULTIPLE
-            longest = tf.reduce_max(tf.concat([tf.cast(rows.row_lengths(), tf.int32), [1]], 0))
-            length = tf.minimum((longest + multiple - 1) // multiple * multiple, width)
-            return rows.to_tensor(0, shape=[None, width])[:, :length]
+            padded = {"token_ids": rows.to_tensor(0, shape=[None, width]),
+                      "mask": tf.ones_like(rows).to_tensor(0, shape=[None, width])}
+            return trim_padding(padded, mask_key="mask")["token_ids"]
 
         def tokens(texts):
             return tf.cast(encode(texts), tf.int32)

@@ -31,7 +31,7 @@ import numpy as np
 import tensorflow as tf
 
 __all__ = ["DEFAULT_LENGTH_MULTIPLE", "LengthBatch", "example_lengths", "plan_length_batches",
-           "predict_length_bucketed", "trim_padding"]
+           "predict_length_bucketed", "round_up_length", "trim_padding"]
 
 # Cut lengths are rounded up to a multiple of this. The sequence axis is dynamic in the one
 # traced graph, so the multiple does not add graphs; on CPU a [32, L] MiniLM forward costs the
@@ -76,7 +76,8 @@ def example_lengths(input_mask: np.ndarray) -> np.ndarray:
     return np.maximum(last.max(axis=-1), 1).astype(np.int64)
 
 
-def _round_up(length: int, multiple: int, max_seq_length: int) -> int:
+def round_up_length(length: int, multiple: int, max_seq_length: int) -> int:
+    """`length` rounded up to a multiple of `multiple`, at most `max_seq_length`."""
     return min(-(-length // multiple) * multiple, max_seq_length)
 
 
@@ -102,8 +103,9 @@ def plan_length_batches(lengths: np.ndarray, batch_size: int, max_seq_length: in
                          f"{max_seq_length}")
     order = np.argsort(lengths, kind="stable")
     return [LengthBatch(indices=order[start:start + batch_size],
-                        length=_round_up(int(lengths[order[start:start + batch_size]].max()),
-                                         length_multiple, max_seq_length))
+                        length=round_up_length(
+                            int(lengths[order[start:start + batch_size]].max()),
+                            length_multiple, max_seq_length))
             for start in range(0, len(order), batch_size)]
 
 
