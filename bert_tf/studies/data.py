@@ -13,7 +13,14 @@ Tasks are lists of `TaskExample`s with a train and a held-out split:
 * `IMDb` (small/base, BERT vs GPT): `<data_dir>/imdb/train.tsv.gz` (the 25,000 labelled
   training reviews), split by the seed into held-out (2,500) and training reviews;
 * `conll2003` (every scale, BERT Table 7): `<data_dir>/conll2003/eng.train` -> eng.testa
-  (the dev set, as the paper's Table 7), read by `bert_tf.tasks.ner` (`NerTaskData`).
+  (the dev set, as the paper's Table 7), read by `bert_tf.tasks.ner` (`NerTaskData`);
+* `SQuAD` (small/base): a split of the SQuAD v1.1 dev articles
+  (`<data_dir>/squad/dev-v1.1.json`): every third article is held out and scored with the
+  official v1.1 evaluation, the questions of the other articles train (`SpanTaskData`).
+
+Each task is scored by its official metric (`TASK_METRICS`): CoLA by Matthews correlation,
+STS-B (a regression: one output, squared error) by Pearson correlation, SQuAD by the official
+F1, NER by conlleval's entity F1, the others by accuracy; all in % as the papers print them.
 """
 from __future__ import annotations
 
@@ -25,7 +32,20 @@ import random
 from bert_tf import io_utils
 from bert_tf.studies.declarations import Scale, StudyError
 
-GLUE_FOLDERS = {"SST-2": "SST-2", "MRPC": "MRPC", "RTE": "RTE", "CoLA": "CoLA"}
+GLUE_FOLDERS = {"SST-2": "SST-2", "MRPC": "MRPC", "RTE": "RTE", "CoLA": "CoLA",
+                "STS-B": "STS-B"}
+SQUAD_FILE = os.path.join("squad", "dev-v1.1.json")
+SQUAD_HELD_OUT_EVERY = 3
+"""SQuAD split: article i of the dev file is held out when i % 3 == 2 (16 of its 48 articles,
+2,817 of its 10,570 questions)."""
+TASK_METRICS = {"CoLA": "mcc", "STS-B": "pearson", "SQuAD": "f1", "conll2003": "f1"}
+"""The metric each task is scored by (`bert_tf.evaluation.glue_metrics` names; SQuAD: the
+official v1.1 F1; conll2003: conlleval's entity F1); tasks not listed: accuracy."""
+
+
+def task_metric(task: str) -> str:
+    """The metric `task` is scored by ("accuracy", "mcc", "pearson", "f1")."""
+    return TASK_METRICS.get(task, "accuracy")
 IMDB_FILE = os.path.join("imdb", "train.tsv.gz")
 IMDB_HELD_OUT = 2500
 CONLL_FILES = (os.path.join("conll2003", "eng.train"), os.path.join("conll2003", "eng.testa"))
@@ -52,13 +72,27 @@ class TaskExample:
 
 @dataclasses.dataclass
 class TaskData:
-    """A task's splits. labels: the label list; pair: examples have text_b."""
+    """A task's splits. labels: the label list ([] for a regression: labels are scores);
+    pair: examples have text_b; regression: one real-valued output (STS-B)."""
 
     name: str
     labels: list[str]
     train: list[TaskExample]
     held_out: list[TaskExample]
     pair: bool
+    regression: bool = False
+
+
+@dataclasses.dataclass
+class SpanTaskData:
+    """SQuAD's split: `bert_tf.tasks.squad.reading.SquadExample` lists (train: with answer
+    positions) and the held-out articles in the SQuAD JSON layout (the official evaluation
+    reads them)."""
+
+    name: str
+    train: list
+    held_out: list
+    held_out_articles: list
 
 
 @dataclasses.dataclass
@@ -83,6 +117,8 @@ def required_files(scale: Scale, data_dir: str, tasks: tuple[str, ...] | None = 
             files.append(os.path.join(data_dir, IMDB_FILE))
         elif task == "conll2003":
             files += [os.path.join(data_dir, f) for f in CONLL_FILES]
+        elif task == "SQuAD":
+            files.append(os.path.join(data_dir, SQUAD_FILE))
         elif task != "topic":
             folder = os.path.join(data_dir, "glue", GLUE_FOLDERS.get(task, task))
             files += [os.path.join(folder, "train.tsv"), os.path.join(folder, "dev.tsv")]
@@ -92,14 +128,14 @@ def required_files(scale: Scale, data_dir: str, tasks: tuple[str, ...] | None = 
 def check_data(scale: Scale, data_dir: str, tasks: tuple[str, ...] | None = None) -> None:
     """Raises StudyError naming the first missing file, before anything runs."""
     for task in scale.tasks if tasks is None else tasks:
-        if task not in ("topic", "IMDb", "conll2003") and task not in GLUE_FOLDERS:
+        if task not in ("topic", "IMDb", "conll2003", "SQuAD") and task not in GLUE_FOLDERS:
             raise StudyError(f"scale {scale.name}: task {task!r} has no reader; expected topic, "
-                             f"IMDb, conll2003 or one of {', '.join(GLUE_FOLDERS)}")
+                             f"IMDb, conll2003, SQuAD or one of {', '.join(GLUE_FOLDERS)}")
     for path in required_files(scale, data_dir, tasks):
         if not os.path.exists(path):
             raise StudyError(f"{path}: not found (needed by --scale={scale.name}; set "
-                             "--data_dir to the folder holding pretrain/, glue/, imdb/ and "
-                             "conll2003/)")
+                             "--data_dir to the folder holding pretrain/, glue/, imdb/, squad/ "
+                             "and conll2003/)")
 
 
 def _open_text(path: str):
@@ -190,6 +226,8 @@ def load_task(name: str, data_cell: str, data_dir: str, max_train_examples: int 
                         [TaskExample(*e) for e in task["held_out"]], pair=False)
     if name == "IMDb":
         return _load_imdb(os.path.join(data_dir, IMDB_FILE), max_train_examples, seed)
+    if name == "SQuAD":
+        return load_squad_split(os.path.join(data_dir, SQUAD_FILE), max_train_examples, seed)
     from bert_tf.tasks import glue
 
     processor = glue.get_processor(name)
@@ -202,8 +240,39 @@ def load_task(name: str, data_cell: str, data_dir: str, max_train_examples: int 
     if max_train_examples and len(train) > max_train_examples:
         train = random.Random(seed).sample(train, max_train_examples)
     held = convert(processor.get_dev_examples(folder))
-    return TaskData(name, [str(x) for x in processor.get_labels()], train, held,
-                    pair=any(e.text_b for e in train))
+    regression = processor.is_regression
+    return TaskData(name, [] if regression else [str(x) for x in processor.get_labels()], train,
+                    held, pair=any(e.text_b for e in train), regression=regression)
+
+
+def load_squad_split(path: str, max_train_examples: int = 0, seed: int = 12345
+                     ) -> SpanTaskData:
+    """SQuAD v1.1's dev articles split by article (`SQUAD_HELD_OUT_EVERY`): no held-out
+    paragraph is seen in training. At most `max_train_examples` training questions, drawn by
+    `seed`. Training questions are read as the original's training reader does, with their
+    first answer as the target (a question whose answer text is not at its answer_start is
+    logged and dropped)."""
+    from bert_tf.tasks.squad.reading import examples_from_squad_data, load_squad_json
+
+    articles = load_squad_json(path)
+    if len(articles) < SQUAD_HELD_OUT_EVERY:
+        raise StudyError(f"{path}: {len(articles)} articles; the split needs at least "
+                         f"{SQUAD_HELD_OUT_EVERY}")
+    held_articles = [a for i, a in enumerate(articles)
+                     if i % SQUAD_HELD_OUT_EVERY == SQUAD_HELD_OUT_EVERY - 1]
+    train_articles = [a for i, a in enumerate(articles)
+                      if i % SQUAD_HELD_OUT_EVERY != SQUAD_HELD_OUT_EVERY - 1]
+    # The dev file lists up to 5 answers per question; training reads one (the first).
+    train_articles = [{**a, "paragraphs": [
+        {**p, "qas": [{**qa, "answers": qa["answers"][:1]} for qa in p["qas"]]}
+        for p in a["paragraphs"]]} for a in train_articles]
+    train = examples_from_squad_data(train_articles, is_training=True, source=path)
+    if max_train_examples and len(train) > max_train_examples:
+        train = random.Random(seed).sample(train, max_train_examples)
+    else:
+        random.Random(seed).shuffle(train)
+    held = examples_from_squad_data(held_articles, is_training=False, source=path)
+    return SpanTaskData("SQuAD", train, held, held_articles)
 
 
 def _load_imdb(path: str, max_train_examples: int, seed: int) -> TaskData:

@@ -12,6 +12,15 @@ from bert_tf import io_utils
 from bert_tf.studies.declarations import Study
 
 
+METRIC_NAMES = {"accuracy": "accuracy", "f1": "F1", "mcc": "Matthews correlation",
+                "pearson": "Pearson correlation"}
+"""The words for a fine-tuning row's "metric" in the tables and plots."""
+
+
+def metric_name(metric: str) -> str:
+    return METRIC_NAMES.get(metric, metric)
+
+
 def column_of(row: dict) -> str:
     """The table column of a result row: its "column" (a study's NER column, e.g. "NER
     feature-based"), else its task."""
@@ -128,7 +137,7 @@ def study_section(study: Study, study_rows: list[dict], plots: list[str],
               and r["task"] != "pretraining"]
     # Per column: what is scored, the paper column it is checked against, what a feature-based
     # column feeds the tagger.
-    whats = {column_of(r): "F1" if r["metric"] == "f1" else "accuracy" for r in scored}
+    whats = {column_of(r): metric_name(r["metric"]) for r in scored}
     paper_of = {column_of(r): r["paper_column"] for r in scored if r.get("paper_column")}
     features_of: dict = {}
     for r in scored:
@@ -244,12 +253,16 @@ def plot_study(output_dir: str, study: Study, rows: list[dict],
         spreads = [summary.get((v.name, t), (0, 0.0, 0))[1] for t in tasks]
         ax.bar(x + i * width - 0.4 + width / 2, means, width, yerr=spreads, label=v.label,
                capsize=3)
+    scored = [r for r in rows if r["study"] == study.name
+              and r.get("kind", "finetuning") == "finetuning" and r["task"] != "pretraining"]
+    metric_of = {column_of(r): metric_name(r["metric"]) for r in scored}
     ax.set_xticks(x)
-    ax.set_xticklabels(tasks)
-    metrics = {r.get("metric") for r in rows if r["study"] == study.name
-               and r.get("kind", "finetuning") == "finetuning" and r["task"] != "pretraining"}
-    ax.set_ylabel("held-out accuracy / NER F1 (%)" if len(metrics) > 1 else
-                  "held-out F1 (%)" if metrics == {"f1"} else "held-out accuracy (%)")
+    if len(set(metric_of.values())) > 1:  # each bar group says what it scores
+        ax.set_xticklabels([f"{t}\n({metric_of.get(t, '')})" for t in tasks], fontsize=8)
+        ax.set_ylabel("held-out score (%)")
+    else:
+        ax.set_xticklabels(tasks)
+        ax.set_ylabel(f"held-out {next(iter(metric_of.values()), 'accuracy')} (%)")
     ax.set_title(study.title, fontsize=10)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()

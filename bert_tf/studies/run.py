@@ -31,8 +31,8 @@ class StudyRunOptions:
                              "Finished cells there are reused; unfinished ones are run again.")
     seeds: str = option("1", "Fine-tuning seeds, comma-separated (each cell runs once per "
                         "seed; the table gives mean ± spread).")
-    data_dir: str = option("../shared/data", "Folder holding pretrain/ and glue/ (small and "
-                           "base scales).")
+    data_dir: str = option("../shared/data", "Folder holding pretrain/, glue/, imdb/, squad/ "
+                           "and conll2003/ (small and base scales).")
     pretraining_steps: int = option(0, "Override the scale's pretraining steps (0: the "
                                     "scale's).")
     finetuning_epochs: float = option(0.0, "Override the scale's fine-tuning epochs (0: the "
@@ -41,6 +41,9 @@ class StudyRunOptions:
     variants: str = option("", "Run only these variants of the studies (comma-separated "
                            "names from --list; empty: all). For quick checks: the table then "
                            "has those rows only.")
+    tasks: str = option("", "Run only these of the scale's fine-tuning tasks (comma-separated, "
+                        "e.g. CoLA,STS-B; empty: all). The NER and comparison tasks of the "
+                        "studies that use them are not affected.")
     list: bool = option(False, "List the studies and scales, run nothing.")
 
     def command_line(self) -> str:
@@ -49,6 +52,9 @@ class StudyRunOptions:
         flags = [f"--{f.name}={getattr(self, f.name)}" for f in dataclasses.fields(self)
                  if getattr(self, f.name) != f.default]
         return " ".join(shlex.quote(a) for a in ["python", "tools/run_study.py"] + flags)
+
+    def task_names(self) -> tuple[str, ...]:
+        return tuple(t.strip() for t in self.tasks.split(",") if t.strip())
 
     def variant_names(self) -> tuple[str, ...]:
         return tuple(v.strip() for v in self.variants.split(",") if v.strip())
@@ -93,6 +99,13 @@ def run_study(options: StudyRunOptions, say: Callable[[str], None] = print) -> d
         overrides["pretraining_steps"] = options.pretraining_steps
     if options.finetuning_epochs:
         overrides["finetuning_epochs"] = options.finetuning_epochs
+    only_tasks = options.task_names()
+    if only_tasks:
+        unknown = [t for t in only_tasks if t not in scale.tasks]
+        if unknown:
+            raise StudyError(f"--tasks={options.tasks}: {', '.join(unknown)} is not a task of "
+                             f"--scale={scale.name}; expected some of {', '.join(scale.tasks)}")
+        overrides["tasks"] = tuple(t for t in scale.tasks if t in only_tasks)
     scale = dataclasses.replace(scale, **overrides)
     if not options.output_dir:
         raise StudyError("--output_dir is required")
@@ -212,7 +225,8 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
         ft_results = {}
         for key, (v, task_name, seed) in ft_cells.items():
             pre = pre_results.get(v.pretraining_cell(scale)) if v.pretraining_key else None
-            run_fn = training.finetune_ner if task_name == scale.ner_task else training.finetune
+            run_fn = training.finetune_ner if task_name == scale.ner_task else \
+                training.finetune_squad if task_name == "SQuAD" else training.finetune
             ft_results[key], _ = cell("finetuning", key, lambda d, v=v, t=task_data(task_name),
                                       s=seed, p=pre, f=run_fn: f(d, v, v.sized_scale(scale),
                                                                  data, t, s, p))

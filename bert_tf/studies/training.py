@@ -216,29 +216,37 @@ def gpt_held_out_metrics(model, cell_dir: str, scale: Scale, data: dict, seed: i
 # ---------------------------------------------------------------------------------------------
 # Fine-tuning
 # ---------------------------------------------------------------------------------------------
-def _bert_arrays(examples: list[TaskExample], labels: list[str], tokenizer, seq: int, split: str):
+def _bert_arrays(task: TaskData, examples: list[TaskExample], tokenizer, seq: int, split: str):
     from bert_tf.tasks import glue
 
     rows = [glue.InputExample(guid=f"{split}-{i}", text_a=e.text_a, text_b=e.text_b,
-                              label=e.label) for i, e in enumerate(examples)]
-    features = glue.convert_examples_to_features(rows, labels, seq, tokenizer, split,
-                                                 log_examples=0)
-    return glue.features_to_arrays(features, regression=False)
+                              label=float(e.label) if task.regression else e.label)
+            for i, e in enumerate(examples)]
+    features = glue.convert_examples_to_features(rows, None if task.regression else task.labels,
+                                                 seq, tokenizer, split, log_examples=0)
+    return glue.features_to_arrays(features, regression=task.regression)
 
 
-def _gpt_arrays(examples: list[TaskExample], labels: list[str], encoder, config, pair: bool):
+def _gpt_arrays(task: TaskData, examples: list[TaskExample], encoder, config,
+                bilstm: bool = False):
+    """GPT-1's input transformations: classification `[start; text; extract]`, entailment
+    `[start; a; delim; b; extract]`, and for a regression pair task (STS-B) similarity: both
+    orders [N, 2, n_ctx] (a BiLSTM head reads one sequence: entailment's)."""
     from bert_tf.gpt.input_transforms import (SpecialTokens, classification_inputs,
-                                              entailment_inputs)
+                                              entailment_inputs, similarity_inputs)
 
     special = SpecialTokens.for_config(config)
     a = encoder.encode([e.text_a for e in examples], verbose=False)
-    if pair:
+    if task.pair:
         b = encoder.encode([e.text_b or "" for e in examples], verbose=False)
-        x = entailment_inputs(a, b, config.n_ctx, special, max_len=(config.n_ctx - 3) // 2)
+        transform = similarity_inputs if task.regression and not bilstm else entailment_inputs
+        x = transform(a, b, config.n_ctx, special, max_len=(config.n_ctx - 3) // 2)
     else:
         x = classification_inputs(a, config.n_ctx, special, max_len=config.n_ctx - 2)
+    labels = np.array([float(e.label) for e in examples], np.float32) if task.regression else \
+        np.array([task.labels.index(e.label) for e in examples], np.int32)
     return {"token_ids": x.token_ids.astype(np.int32), "mask": x.mask.astype(np.float32),
-            "label_ids": np.array([labels.index(e.label) for e in examples], np.int32)}
+            "label_ids": labels}
 
 
 def _epoch_ends(steps: int, num_examples: int, batch: int, epochs: float) -> list[int]:
@@ -263,16 +271,34 @@ def _train_in_epochs(model, train: dict, loss_fn, options, input_keys, optimizer
     return scores
 
 
-def _accuracy(logits: np.ndarray, label_ids: np.ndarray, cell_dir: str) -> float:
-    accuracy = float(np.mean(logits.argmax(-1) == label_ids))
-    if not math.isfinite(accuracy):
-        raise FloatingPointError(f"{cell_dir}: held-out accuracy is not finite")
-    return round(100 * accuracy, 2)
+def score_task(task: TaskData, logits: np.ndarray, labels: np.ndarray, cell_dir: str
+               ) -> tuple[float, dict]:
+    """The held-out score of `task` by its metric (`data.task_metric`), in % (2 decimals), and
+    every official metric of a GLUE task (`bert_tf.evaluation.glue_metrics`, in %).
+
+    Args: logits float [N, num_labels] ([N, 1] for a regression); labels [N] (ids or scores).
+    """
+    from bert_tf.evaluation.glue_metrics import glue_metrics, task_names
+    from bert_tf.studies.data import task_metric
+
+    predictions = logits[:, 0] if task.regression else logits.argmax(-1)
+    metrics = {}
+    if task.name.lower() in task_names():
+        metrics = {k: round(100 * float(v), 2)
+                   for k, v in glue_metrics(task.name, predictions, labels).items()}
+    metric = task_metric(task.name)
+    value = float(np.mean(predictions == labels)) if metric == "accuracy" else \
+        metrics[metric] / 100
+    if not math.isfinite(value):
+        raise FloatingPointError(f"{cell_dir}: held-out {metric} is not finite")
+    return round(100 * value, 2), metrics
 
 
 def finetune(cell_dir: str, variant: Variant, scale: Scale, data: dict, task: TaskData,
              seed: int, pretraining: dict | None) -> dict:
-    """Fine-tunes the variant's model on `task` and scores the held-out split (accuracy);
+    """Fine-tunes the variant's model on `task` and scores the held-out split by the task's
+    metric (`data.task_metric`: accuracy, CoLA's Matthews correlation, STS-B's Pearson
+    correlation; a regression task trains one output with squared error);
     `variant.per_epoch`: also after every epoch ("per_epoch")."""
     import keras
 
@@ -295,20 +321,21 @@ def finetune(cell_dir: str, variant: Variant, scale: Scale, data: dict, task: Ta
                               progress=False, plot_curves=False)
     if variant.model == "bert":
         from bert_tf.modeling import BertClassifier
-        from bert_tf.tasks.classifier import classification_loss
+        from bert_tf.tasks.classifier import classification_loss, regression_loss
         from bert_tf.tokenization import FullTokenizer
 
         tokenizer = FullTokenizer(data["vocab_file"], do_lower_case=True)
         model = BertClassifier(bert_config(scale, data["vocab_size"]),
-                               num_labels=len(task.labels))
+                               num_labels=1 if task.regression else len(task.labels))
         init_model(model, pretraining["checkpoint"] if pretraining else None)
-        train = _bert_arrays(task.train, task.labels, tokenizer, scale.max_seq_length, "train")
-        held = _bert_arrays(task.held_out, task.labels, tokenizer, scale.max_seq_length, "dev")
+        train = _bert_arrays(task, task.train, tokenizer, scale.max_seq_length, "train")
+        held = _bert_arrays(task, task.held_out, tokenizer, scale.max_seq_length, "dev")
         names = {var.path: name for name, var in checkpoint_variable_map(model).items()}
         input_keys = ("input_word_ids", "input_mask", "input_type_ids")
+        task_loss = regression_loss if task.regression else classification_loss
 
         def loss_fn(out, b):
-            return classification_loss(out["logits"], b["label_ids"])
+            return task_loss(out["logits"], b["label_ids"])
 
         def optimizer_fn():  # the original's AdamWeightDecay and schedule over all epochs
             return create_optimizer(lr, steps, warmup, variable_names=names)
@@ -317,23 +344,29 @@ def finetune(cell_dir: str, variant: Variant, scale: Scale, data: dict, task: Ta
         from bert_tf.gpt.params_io import load_original_params
         from bert_tf.gpt.task_model import GptClassifier
         from bert_tf.gpt.text_encoder import WordPieceTextEncoder
-        from bert_tf.tasks.classifier import classification_loss
+        from bert_tf.tasks.classifier import classification_loss, regression_loss
 
         config = gpt_config(scale, data["vocab_size"])
         encoder = WordPieceTextEncoder(data["vocab_file"], do_lower_case=True)
-        train = _gpt_arrays(task.train, task.labels, encoder, config, task.pair)
-        held = _gpt_arrays(task.held_out, task.labels, encoder, config, task.pair)
-        if variant.head == "bilstm":
+        bilstm = variant.head == "bilstm"
+        train = _gpt_arrays(task, task.train, encoder, config, bilstm)
+        held = _gpt_arrays(task, task.held_out, encoder, config, bilstm)
+        if bilstm:
             from bert_tf.studies.bilstm_head import LtrBiLstmClassifier
 
-            model = LtrBiLstmClassifier(config, num_classes=len(task.labels))
+            model = LtrBiLstmClassifier(config, num_classes=1 if task.regression
+                                        else len(task.labels))
             input_keys = ("token_ids", "mask")
+            task_loss = regression_loss if task.regression else classification_loss
 
             def loss_fn(outputs, b):
-                return classification_loss(outputs["logits"], b["label_ids"])
+                return task_loss(outputs["logits"], b["label_ids"])
         else:
-            model = GptClassifier(config, task="entailment" if task.pair else "classification",
-                                  num_classes=len(task.labels), lm_coef=variant.lm_coef)
+            gpt_task = ("similarity" if task.regression else "entailment") if task.pair else \
+                "classification"
+            model = GptClassifier(config, task=gpt_task,
+                                  num_classes=None if task.regression else len(task.labels),
+                                  lm_coef=variant.lm_coef, regression=task.regression)
             input_keys = ("token_ids",)
 
             def loss_fn(outputs, b):
@@ -350,16 +383,24 @@ def finetune(cell_dir: str, variant: Variant, scale: Scale, data: dict, task: Ta
             return OpenAIAdam(lr, t_total=steps, schedule="warmup_linear", warmup=0.1, l2=0.01,
                               max_grad_norm=0.0)
 
+    metrics: dict = {}
+
     def score() -> float:
         logits = predict_arrays(model, held, 64, ["logits"], input_keys=input_keys,
                                 progress=False)["logits"]
-        return _accuracy(logits, held["label_ids"], cell_dir)
+        value, found = score_task(task, logits, held["label_ids"], cell_dir)
+        metrics.update(found)
+        return value
 
     scores = _train_in_epochs(model, train, loss_fn, options, input_keys, optimizer_fn, ends,
                               score)
-    result = {"metric": "accuracy", "value": scores[-1], "steps": steps,
+    from bert_tf.studies.data import task_metric
+
+    result = {"metric": task_metric(task.name), "value": scores[-1], "steps": steps,
               "train_examples": len(task.train), "held_out_examples": len(task.held_out),
               "loss_curve": _curve(os.path.join(cell_dir, "finetuning", "train"), "loss")}
+    if metrics:
+        result["metrics"] = metrics  # every official metric of the task (the last score's)
     if variant.per_epoch:
         result["per_epoch"] = [{"epoch": i + 1, "step": end, "value": v}
                                for i, (end, v) in enumerate(zip(ends, scores))]
@@ -425,6 +466,118 @@ def finetune_ner(cell_dir: str, variant: Variant, scale: Scale, data: dict, task
             "precision": round(float(scored.precision), 2),
             "recall": round(float(scored.recall), 2),
             "train_examples": len(task.train), "held_out_examples": len(task.held_out),
+            "loss_curve": _curve(os.path.join(cell_dir, "finetuning", "train"), "loss")}
+
+
+def squad_window_sizes(max_seq_length: int) -> tuple[int, int]:
+    """(doc_stride, max_query_length) of the SQuAD windows at `max_seq_length`: the original's
+    128 and 64 at its 384 and longer, scaled down for short windows (32 and 24 at length 64:
+    a window then holds at least 37 context pieces)."""
+    return min(128, max_seq_length // 2), min(64, (3 * max_seq_length) // 8)
+
+
+def finetune_squad(cell_dir: str, variant: Variant, scale: Scale, data: dict, task,
+                   seed: int, pretraining: dict | None) -> dict:
+    """SQuAD v1.1 on the dev-article split (`data.SpanTaskData`): BERT (`BertSpanLabeler`,
+    AdamWeightDecay) or the left-to-right model (`LtrSpanLabeler`: span head on GPT-1's
+    transformer, with the BiLSTM of BERT Table 5's "+ BiLSTM" row when the variant's head is
+    "bilstm", `OpenAIAdam`) on the original's windows (`squad_window_sizes`), trained for the
+    original's number of steps (training questions / batch x epochs), scored by the official
+    v1.1 F1 (and exact match) on the held-out articles after the original's n-best
+    post-processing."""
+    import keras
+
+    from bert_tf.evaluation.squad import evaluate_squad_v1
+    from bert_tf.tasks.squad.features import convert_examples_to_features, features_to_arrays
+    from bert_tf.tasks.squad.postprocess import RawResult, compute_predictions
+    from bert_tf.tasks.squad.run import predict_logits, squad_loss
+    from bert_tf.tokenization import FullTokenizer
+    from bert_tf.training.finetuning import (FinetuneOptions, init_model, predict_arrays,
+                                             train_model)
+
+    seq = scale.max_seq_length
+    doc_stride, max_query = squad_window_sizes(seq)
+    tokenizer = FullTokenizer(data["vocab_file"], do_lower_case=True)
+    train_features = convert_examples_to_features(task.train, tokenizer, seq, doc_stride,
+                                                  max_query, is_training=True, log_examples=0)
+    held_features = convert_examples_to_features(task.held_out, tokenizer, seq, doc_stride,
+                                                 max_query, is_training=False, log_examples=0)
+    train = features_to_arrays(train_features, is_training=True)
+    train.pop("unique_ids")
+    steps = max(1, int(len(task.train) / scale.finetuning_batch * scale.finetuning_epochs))
+    warmup = int(steps * 0.1)
+    lr = scale.finetuning_lr
+    options = FinetuneOptions(output_dir=os.path.join(cell_dir, "finetuning"), learning_rate=lr,
+                              num_train_steps=steps, num_warmup_steps=warmup,
+                              train_batch_size=scale.finetuning_batch,
+                              save_checkpoints_steps=steps, keep_checkpoint_max=1, seed=seed,
+                              progress=False, plot_curves=False)
+    keras.utils.set_random_seed(seed)
+    if variant.model == "bert":
+        from bert_tf.modeling import BertSpanLabeler
+        from bert_tf.training.finetuning import checkpoint_variable_map
+        from bert_tf.training.optimization import create_optimizer
+
+        model = BertSpanLabeler(bert_config(scale, data["vocab_size"]))
+        init_model(model, pretraining["checkpoint"] if pretraining else None)
+        names = {var.path: name for name, var in checkpoint_variable_map(model).items()}
+        train_model(model, train, lambda out, b: squad_loss(
+            out["start_logits"], out["end_logits"], b["start_positions"], b["end_positions"]),
+            options, optimizer_fn=lambda: create_optimizer(lr, steps, warmup,
+                                                           variable_names=names))
+        results = predict_logits(model, held_features, 64, progress=False)
+    else:
+        from bert_tf.gpt.input_transforms import SpecialTokens
+        from bert_tf.gpt.optimization import OpenAIAdam
+        from bert_tf.gpt.params_io import load_original_params
+        from bert_tf.studies.ltr_span_labeler import LtrSpanLabeler, gpt_span_token_ids
+
+        config = gpt_config(scale, data["vocab_size"])
+        special = SpecialTokens.for_config(config)
+        vocab = tokenizer.vocab
+
+        def gpt_arrays(arrays: dict) -> dict:
+            out = {"token_ids": gpt_span_token_ids(arrays["input_word_ids"],
+                                                   arrays["input_mask"], vocab["[CLS]"],
+                                                   vocab["[SEP]"], special),
+                   "mask": arrays["input_mask"].astype(np.float32)}
+            return {**out, **{k: arrays[k] for k in ("start_positions", "end_positions")
+                              if k in arrays}}
+
+        model = LtrSpanLabeler(config, bilstm=variant.head == "bilstm",
+                               lm_coef=variant.lm_coef)
+        gpt_train = gpt_arrays(train)
+        input_keys = ("token_ids", "mask")
+        model({k: gpt_train[k][:1] for k in input_keys})  # builds the weights
+        if pretraining:
+            n_transfer = config.n_layer if variant.transfer_layers is None else \
+                variant.transfer_layers
+            load_original_params(model.transformer, pretraining["params"],
+                                 n_transfer=n_transfer, seed=seed)
+        train_model(model, gpt_train, model.compute_loss_value, options, input_keys=input_keys,
+                    optimizer_fn=lambda: OpenAIAdam(lr, t_total=steps, schedule="warmup_linear",
+                                                    warmup=0.1, l2=0.01, max_grad_norm=0.0))
+        held = features_to_arrays(held_features, is_training=False)
+        out = predict_arrays(model, gpt_arrays(held), 64, ["start_logits", "end_logits"],
+                             input_keys=input_keys, progress=False)
+        padding = held["input_mask"] == 0
+        for key in ("start_logits", "end_logits"):
+            out[key][padding] = -10000.0  # as `predict_logits`: [PAD] never takes an n-best slot
+        results = [RawResult(unique_id=int(u), start_logits=a.tolist(), end_logits=b.tolist())
+                   for u, a, b in zip(held["unique_ids"], out["start_logits"],
+                                      out["end_logits"])]
+    predictions = compute_predictions(task.held_out, held_features, results, n_best_size=20,
+                                      max_answer_length=30, do_lower_case=True)
+    scored = evaluate_squad_v1(task.held_out_articles, predictions.predictions, warn=None)
+    f1 = float(scored["f1"])
+    if not math.isfinite(f1):
+        raise FloatingPointError(f"{cell_dir}: held-out SQuAD F1 is not finite")
+    return {"metric": "f1", "value": round(f1, 2), "steps": steps,
+            "metrics": {"exact_match": round(float(scored["exact_match"]), 2),
+                        "f1": round(f1, 2)},
+            "train_examples": len(task.train), "train_windows": len(train_features),
+            "held_out_examples": len(task.held_out), "held_out_windows": len(held_features),
+            "doc_stride": doc_stride, "max_query_length": max_query,
             "loss_curve": _curve(os.path.join(cell_dir, "finetuning", "train"), "loss")}
 
 

@@ -117,7 +117,7 @@ def train_squad(model, train_features: Sequence[InputFeatures], opts: SquadRunOp
 
 
 def predict_logits(model, features: Sequence[InputFeatures], batch_size: int,
-                   length_bucketing: bool = True) -> list:
+                   length_bucketing: bool = True, progress: bool = True) -> list:
     """Runs the model on every feature; returns one `RawResult` per feature, in order.
 
     `length_bucketing` (as `finetuning.predict_arrays`): every [PAD] position's logits are set
@@ -127,7 +127,7 @@ def predict_logits(model, features: Sequence[InputFeatures], batch_size: int,
     their batch's length, so which [PAD] logits exist would depend on the batch composition.
     With every [PAD] at -10000 the answers do not depend on it (they may differ from the
     padded path where a [PAD] took a slot there); `length_bucketing=False` is the original's
-    computation exactly.
+    computation exactly. `progress`: a progress bar over the windows.
     """
     from bert_tf.tasks.squad.postprocess import RawResult
     from bert_tf.training.finetuning import predict_arrays
@@ -135,7 +135,7 @@ def predict_logits(model, features: Sequence[InputFeatures], batch_size: int,
     arrays = features_to_arrays(features, is_training=False)
     unique_ids = arrays.pop("unique_ids")
     out = predict_arrays(model, arrays, batch_size, ("start_logits", "end_logits"),
-                         length_bucketing=length_bucketing)
+                         progress=progress, length_bucketing=length_bucketing)
     if length_bucketing:
         padding = arrays["input_mask"] == 0
         for key in ("start_logits", "end_logits"):
