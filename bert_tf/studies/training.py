@@ -294,6 +294,29 @@ def score_task(task: TaskData, logits: np.ndarray, labels: np.ndarray, cell_dir:
     return round(100 * value, 2), metrics
 
 
+def _init_gpt(model, arrays: dict, input_keys, variant: Variant, config, pretraining,
+              seed: int) -> None:
+    """Builds a GPT fine-tuning model (`model.transformer` is its `GptModel`) on one row of
+    `arrays` and, when there is a pretraining, loads its original-format params: all layers,
+    or the variant's `transfer_layers` (GPT-1 Figure 2)."""
+    from bert_tf.gpt.params_io import load_original_params
+
+    model({k: arrays[k][:1] for k in input_keys})  # builds the weights
+    if pretraining:
+        n_transfer = config.n_layer if variant.transfer_layers is None else \
+            variant.transfer_layers
+        load_original_params(model.transformer, pretraining["params"], n_transfer=n_transfer,
+                             seed=seed)
+
+
+def _gpt_optimizer(lr: float, steps: int):
+    """GPT-1's fine-tuning optimizer: OpenAIAdam, warmup_linear over 10%, L2 0.01."""
+    from bert_tf.gpt.optimization import OpenAIAdam
+
+    return OpenAIAdam(lr, t_total=steps, schedule="warmup_linear", warmup=0.1, l2=0.01,
+                      max_grad_norm=0.0)
+
+
 def finetune(cell_dir: str, variant: Variant, scale: Scale, data: dict, task: TaskData,
              seed: int, pretraining: dict | None) -> dict:
     """Fine-tunes the variant's model on `task` and scores the held-out split by the task's
@@ -340,8 +363,6 @@ def finetune(cell_dir: str, variant: Variant, scale: Scale, data: dict, task: Ta
         def optimizer_fn():  # the original's AdamWeightDecay and schedule over all epochs
             return create_optimizer(lr, steps, warmup, variable_names=names)
     else:
-        from bert_tf.gpt.optimization import OpenAIAdam
-        from bert_tf.gpt.params_io import load_original_params
         from bert_tf.gpt.task_model import GptClassifier
         from bert_tf.gpt.text_encoder import WordPieceTextEncoder
         from bert_tf.tasks.classifier import classification_loss, regression_loss
@@ -372,16 +393,10 @@ def finetune(cell_dir: str, variant: Variant, scale: Scale, data: dict, task: Ta
             def loss_fn(outputs, b):
                 return model.compute_losses(outputs, b["token_ids"], b["mask"],
                                             b["label_ids"])["train_loss"]
-        model({k: train[k][:1] for k in input_keys})  # builds the weights
-        if pretraining:
-            n_transfer = config.n_layer if variant.transfer_layers is None else \
-                variant.transfer_layers
-            load_original_params(model.transformer, pretraining["params"],
-                                 n_transfer=n_transfer, seed=seed)
+        _init_gpt(model, train, input_keys, variant, config, pretraining, seed)
 
         def optimizer_fn():
-            return OpenAIAdam(lr, t_total=steps, schedule="warmup_linear", warmup=0.1, l2=0.01,
-                              max_grad_norm=0.0)
+            return _gpt_optimizer(lr, steps)
 
     metrics: dict = {}
 
@@ -528,8 +543,6 @@ def finetune_squad(cell_dir: str, variant: Variant, scale: Scale, data: dict, ta
         results = predict_logits(model, held_features, 64, progress=False)
     else:
         from bert_tf.gpt.input_transforms import SpecialTokens
-        from bert_tf.gpt.optimization import OpenAIAdam
-        from bert_tf.gpt.params_io import load_original_params
         from bert_tf.studies.ltr_span_labeler import LtrSpanLabeler, gpt_span_token_ids
 
         config = gpt_config(scale, data["vocab_size"])
@@ -548,15 +561,9 @@ def finetune_squad(cell_dir: str, variant: Variant, scale: Scale, data: dict, ta
                                lm_coef=variant.lm_coef)
         gpt_train = gpt_arrays(train)
         input_keys = ("token_ids", "mask")
-        model({k: gpt_train[k][:1] for k in input_keys})  # builds the weights
-        if pretraining:
-            n_transfer = config.n_layer if variant.transfer_layers is None else \
-                variant.transfer_layers
-            load_original_params(model.transformer, pretraining["params"],
-                                 n_transfer=n_transfer, seed=seed)
+        _init_gpt(model, gpt_train, input_keys, variant, config, pretraining, seed)
         train_model(model, gpt_train, model.compute_loss_value, options, input_keys=input_keys,
-                    optimizer_fn=lambda: OpenAIAdam(lr, t_total=steps, schedule="warmup_linear",
-                                                    warmup=0.1, l2=0.01, max_grad_norm=0.0))
+                    optimizer_fn=lambda: _gpt_optimizer(lr, steps))
         held = features_to_arrays(held_features, is_training=False)
         out = predict_arrays(model, gpt_arrays(held), 64, ["start_logits", "end_logits"],
                              input_keys=input_keys, progress=False)
