@@ -217,11 +217,15 @@ def study_section(study: Study, study_rows: list[dict], plots: list[str],
                          f"step {s}: {v:.1f}" for s, v in points)
                      + ". The paper (Figure 2, right): the heuristics' performance rises "
                      "steadily over pre-training.")
-    pre_rows = list({r["cell"]: r for r in study_rows if r["task"] == "pretraining"}.values())
-    if pre_rows:
+    # One entry per pretraining cell, named by every variant that shares it.
+    pre_cells: dict = {}
+    for r in study_rows:
+        if r["task"] == "pretraining":
+            pre_cells.setdefault(r["cell"], (r, []))[1].append(r["variant"])
+    if pre_cells:
         lines += ["", "Pretraining cells: " + "; ".join(
-            f"{r['variant']}: {r['metric']} {r['value']} ({r['steps']} steps, "
-            f"{r['wall_s']} s)" for r in pre_rows)]
+            f"{', '.join(names)}: {r['metric']} {r['value']} ({r['steps']} steps, "
+            f"{r['wall_s']} s)" for r, names in pre_cells.values())]
     for png in plots:
         lines += ["", f"![{study.name}]({os.path.relpath(png, output_dir)})"]
     lines.append("")

@@ -381,3 +381,19 @@ def test_every_study_at_tiny_scale(tmp_path):
     # zero-shot.
     assert (ran, reused) == (58, 0)
     _check_outputs(out, list(STUDIES))
+
+
+def test_report_names_every_variant_of_a_shared_pretraining_cell():
+    """BERT Table 5's "LTR & No NSP" and "+ BiLSTM" fine-tune one GPT pretraining: its line in
+    results.md names both rows, and the cell once."""
+    study = STUDIES["bert_pretraining_tasks"]
+    base = {"study": study.name, "task": "pretraining", "kind": "pretraining",
+            "metric": "held_out_lm_perplexity", "value": 123.0, "steps": 8000, "wall_s": 775.4,
+            "seed": 12345}
+    rows = [{**base, "variant": "ltr_no_nsp", "cell": "pretraining/b/gpt-ltr"},
+            {**base, "variant": "ltr_bilstm", "cell": "pretraining/b/gpt-ltr"},
+            {**base, "variant": "mlm_nsp", "metric": "held_out_masked_lm_accuracy",
+             "value": 0.28, "cell": "pretraining/b/bert-mlm_nsp-mask80_10_10"}]
+    md = "\n".join(study_section(study, rows, [], "out"))
+    assert "Pretraining cells: ltr_no_nsp, ltr_bilstm: held_out_lm_perplexity 123.0 (8000 " \
+        "steps, 775.4 s); mlm_nsp: held_out_masked_lm_accuracy 0.28 (8000 steps" in md
