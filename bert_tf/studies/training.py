@@ -227,11 +227,22 @@ def _bert_arrays(task: TaskData, examples: list[TaskExample], tokenizer, seq: in
     return glue.features_to_arrays(features, regression=task.regression)
 
 
+def gpt_transformation(task: TaskData, bilstm: bool = False) -> str:
+    """GPT-1's input transformation for `task` ("classification", "entailment" or
+    "similarity"): the paper's, as `run_classifier --model_family=gpt` uses it
+    (`bert_tf.gpt.finetuning.TASK_KINDS`: similarity for MRPC and STS-B), else entailment for
+    pairs. A BiLSTM head pools one sequence: entailment's instead of similarity's two."""
+    from bert_tf.gpt.finetuning import TASK_KINDS
+
+    kind = TASK_KINDS.get(task.name.lower(), "entailment" if task.pair else "classification")
+    return "entailment" if bilstm and kind == "similarity" else kind
+
+
 def _gpt_arrays(task: TaskData, examples: list[TaskExample], encoder, config,
                 bilstm: bool = False):
-    """GPT-1's input transformations: classification `[start; text; extract]`, entailment
-    `[start; a; delim; b; extract]`, and for a regression pair task (STS-B) similarity: both
-    orders [N, 2, n_ctx] (a BiLSTM head reads one sequence: entailment's)."""
+    """GPT-1's input transformations (`gpt_transformation`): classification
+    `[start; text; extract]` [N, n_ctx], entailment `[start; a; delim; b; extract]` [N, n_ctx],
+    similarity both orders [N, 2, n_ctx]."""
     from bert_tf.gpt.input_transforms import (SpecialTokens, classification_inputs,
                                               entailment_inputs, similarity_inputs)
 
@@ -239,7 +250,8 @@ def _gpt_arrays(task: TaskData, examples: list[TaskExample], encoder, config,
     a = encoder.encode([e.text_a for e in examples], verbose=False)
     if task.pair:
         b = encoder.encode([e.text_b or "" for e in examples], verbose=False)
-        transform = similarity_inputs if task.regression and not bilstm else entailment_inputs
+        transform = similarity_inputs if gpt_transformation(task, bilstm) == "similarity" \
+            else entailment_inputs
         x = transform(a, b, config.n_ctx, special, max_len=(config.n_ctx - 3) // 2)
     else:
         x = classification_inputs(a, config.n_ctx, special, max_len=config.n_ctx - 2)
@@ -383,9 +395,7 @@ def finetune(cell_dir: str, variant: Variant, scale: Scale, data: dict, task: Ta
             def loss_fn(outputs, b):
                 return task_loss(outputs["logits"], b["label_ids"])
         else:
-            gpt_task = ("similarity" if task.regression else "entailment") if task.pair else \
-                "classification"
-            model = GptClassifier(config, task=gpt_task,
+            model = GptClassifier(config, task=gpt_transformation(task),
                                   num_classes=None if task.regression else len(task.labels),
                                   lm_coef=variant.lm_coef, regression=task.regression)
             input_keys = ("token_ids",)
@@ -416,6 +426,8 @@ def finetune(cell_dir: str, variant: Variant, scale: Scale, data: dict, task: Ta
               "loss_curve": _curve(os.path.join(cell_dir, "finetuning", "train"), "loss")}
     if metrics:
         result["metrics"] = metrics  # every official metric of the task (the last score's)
+    if variant.model == "gpt":
+        result["transformation"] = gpt_transformation(task, variant.head == "bilstm")
     if variant.per_epoch:
         result["per_epoch"] = [{"epoch": i + 1, "step": end, "value": v}
                                for i, (end, v) in enumerate(zip(ends, scores))]

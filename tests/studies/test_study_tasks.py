@@ -85,6 +85,20 @@ def test_scores_use_each_tasks_official_metric():
         training.score_task(stsb, np.zeros((300, 1)), scores, "cell")
 
 
+def test_gpt_transformations_are_the_papers():
+    def task(name, pair, regression=False):
+        return study_data.TaskData(name, [], [], [], pair=pair, regression=regression)
+
+    # GPT-1 section 3.3 / run_classifier --model_family=gpt: similarity for MRPC and STS-B.
+    assert training.gpt_transformation(task("MRPC", True)) == "similarity"
+    assert training.gpt_transformation(task("STS-B", True, True)) == "similarity"
+    assert training.gpt_transformation(task("RTE", True)) == "entailment"
+    assert training.gpt_transformation(task("CoLA", False)) == "classification"
+    assert training.gpt_transformation(task("topic", False)) == "classification"
+    # The BiLSTM row pools one sequence.
+    assert training.gpt_transformation(task("MRPC", True), bilstm=True) == "entailment"
+
+
 def test_gpt_span_inputs_swap_bert_specials():
     from bert_tf.gpt.input_transforms import SpecialTokens
     from bert_tf.studies.ltr_span_labeler import gpt_span_token_ids
@@ -191,6 +205,9 @@ def test_glue_tasks_fine_tune_both_models(tiny_setup, task_name):
         assert r["metrics"][r["metric"]] == r["value"]
         if task.regression:
             assert set(r["metrics"]) == {"pearson", "spearmanr", "corr"}
+        if name.startswith("ltr"):
+            assert r["transformation"] == training.gpt_transformation(
+                task, name == "ltr_bilstm")
 
 
 @needs_data
