@@ -4,7 +4,8 @@ file left and exactly the output of an uninterrupted run: data generation in fai
 scalable mode (2 workers), pretraining (dropout 0.1; the output compared variable by variable and
 file by file with an uninterrupted run's) and export (5 kills of a first export, 5 of an
 --overwrite, then an --overwrite that never lets `<export_dir>/1/` go missing). For data
-generation and export, whatever is under a final name is checked whole after every kill.
+generation and export, whatever is under a final name is checked whole after every kill (an
+export killed after its rename, while the process exits, leaves the new version, whole).
 Fine-tuning's 10 kills are in
 tests/training/test_finetuning_drills.py. The random delays come from `BERT_TF_DRILL_SEED`
 (default: a fresh seed, named in failure messages)."""
@@ -275,6 +276,17 @@ def _export_flags(original_fixtures, export_dir, *extra):
             "--version=1", *extra]
 
 
+def _assert_whole_savedmodel(folder, what: str) -> None:
+    """`folder` is a complete SavedModel: its graph parses and its variables all read."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    proto = saved_model_pb2.SavedModel()
+    proto.ParseFromString((folder / "saved_model.pb").read_bytes())
+    assert proto.meta_graphs and proto.meta_graphs[0].signature_def, what
+    variables = checkpoint_variables(folder / "variables" / "variables")
+    assert len(variables) > 39, (what, len(variables))
+
+
 def test_export_killed_ten_times_and_overwritten_without_a_gap(original_fixtures, tmp_path):
     rng = random.Random(SEED + 3)
     export_dir = tmp_path / "models" / "encoder"
@@ -288,10 +300,15 @@ def test_export_killed_ten_times_and_overwritten_without_a_gap(original_fixtures
         lambda: _exists(export_dir, writing, rng.uniform(0.0, 0.5)),
     ]
     what = f"export (BERT_TF_DRILL_SEED={SEED})"
+    late = []  # kills that came after the rename into place (the process was exiting)
 
-    # 1. 5 kills of the first export: nothing under the final name after any of them.
+    # 1. 5 kills of the first export: nothing under the final name after any of them, unless
+    # the kill came after the rename: then the version is whole (and is removed for the next).
     def no_version():
-        assert not version.exists(), what
+        if version.exists():
+            _assert_whole_savedmodel(version, f"{what}: a version after a kill")
+            late.append("export")
+            shutil.rmtree(version)
 
     kills = _kill_repeatedly("export_savedmodel", _export_flags(original_fixtures, export_dir),
                              triggers, tmp_path, "export", no_version)
@@ -300,16 +317,24 @@ def test_export_killed_ten_times_and_overwritten_without_a_gap(original_fixtures
     assert first.returncode == 0, first.stderr[-3000:]
     assert (version / "saved_model.pb").exists() and temporaries(export_dir) == []
     stamp = (version / "saved_model.pb").stat().st_mtime_ns
+    first_stamp = stamp
 
-    # 3. 5 kills of an --overwrite: the old version stays whole (and is not touched).
+    # 3. 5 kills of an --overwrite: the old version stays whole and untouched -- or, for a kill
+    # that came after the exchange, the new version is whole (and is the old one from then on).
     def old_version_whole():
-        assert (version / "saved_model.pb").stat().st_mtime_ns == stamp, what
+        nonlocal stamp
         assert (version / "variables" / "variables.index").exists(), what
+        now = (version / "saved_model.pb").stat().st_mtime_ns
+        if now != stamp:
+            _assert_whole_savedmodel(version, f"{what}: a replaced version after a kill")
+            late.append("overwrite")
+            stamp = now
 
     kills += _kill_repeatedly("export_savedmodel",
                               _export_flags(original_fixtures, export_dir, "--overwrite"),
                               triggers, tmp_path, "overwrite", old_version_whole)
     assert kills == KILLS, f"{what}: {KILLS - kills} run(s) ended before their kill"
+    assert len(late) < KILLS, f"{what}: every kill came after the rename ({late})"
 
     # 4. an --overwrite that completes: `1/saved_model.pb` exists at every moment of it.
     missing = []
@@ -330,7 +355,7 @@ def test_export_killed_ten_times_and_overwritten_without_a_gap(original_fixtures
         watcher.join()
     assert again.returncode == 0, again.stderr[-3000:]
     assert not missing, f"{version} was missing {len(missing)} times during the swap"
-    assert (version / "saved_model.pb").stat().st_mtime_ns != stamp
+    assert (version / "saved_model.pb").stat().st_mtime_ns not in (stamp, first_stamp)
     assert temporaries(export_dir) == [] and sorted(os.listdir(export_dir)) == ["1"]
     # The final version holds the checkpoint's weights: every float variable of the export is
     # one of bert_model.ckpt's tensors, and every encoder weight of the checkpoint is there.
