@@ -130,6 +130,22 @@ def run_study(options: StudyRunOptions, say: Callable[[str], None] = print) -> d
     return _run(studies, scale, seeds, options, say)
 
 
+def _check_gpt_transformation(result: dict, variant, task, cell_dir: str) -> None:
+    """A finished GPT cell records its input transformation (cells of earlier versions may
+    not); one that differs from what `task` is fine-tuned with now is stale: StudyError naming
+    the cell, which is left as it is."""
+    from bert_tf.studies import training
+
+    if variant.model != "gpt" or "transformation" not in result:
+        return
+    wanted = training.gpt_transformation(task, variant.head == "bilstm")
+    if result["transformation"] != wanted:
+        raise StudyError(f"{cell_dir}: this finished cell fine-tuned with GPT-1's "
+                         f"{result['transformation']} input transformation, {task.name} now "
+                         f"uses {wanted}; move the cell's folder aside (or pick another "
+                         f"--output_dir) to run it again")
+
+
 def _budget_key(scale, seed: int) -> str:
     """Cells of different budgets never share a folder: the key holds the scale's name and the
     settings the command line can change (pretraining steps, seed). A scale's other settings
@@ -230,6 +246,8 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
             ft_results[key], _ = cell("finetuning", key, lambda d, v=v, t=task_data(task_name),
                                       s=seed, p=pre, f=run_fn: f(d, v, v.sized_scale(scale),
                                                                  data, t, s, p))
+            _check_gpt_transformation(ft_results[key], v, task_data(task_name),
+                                      store.path("finetuning", f"{budget}/{key}"))
         zs_results = {}
         for key, (v, task_name) in zs_cells.items():
             prompt, words = study_data.ZERO_SHOT[task_name]

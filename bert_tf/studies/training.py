@@ -286,7 +286,9 @@ def _train_in_epochs(model, train: dict, loss_fn, options, input_keys, optimizer
 def score_task(task: TaskData, logits: np.ndarray, labels: np.ndarray, cell_dir: str
                ) -> tuple[float, dict]:
     """The held-out score of `task` by its metric (`data.task_metric`), in % (2 decimals), and
-    every official metric of a GLUE task (`bert_tf.evaluation.glue_metrics`, in %).
+    every official metric of a GLUE task (`bert_tf.evaluation.glue_metrics`, in %). A
+    regression whose predictions are all equal scores 0 (its metrics say why); any other
+    non-finite score raises FloatingPointError naming `cell_dir`.
 
     Args: logits float [N, num_labels] ([N, 1] for a regression); labels [N] (ids or scores).
     """
@@ -301,6 +303,15 @@ def score_task(task: TaskData, logits: np.ndarray, labels: np.ndarray, cell_dir:
     metric = task_metric(task.name)
     value = float(np.mean(predictions == labels)) if metric == "accuracy" else \
         metrics[metric] / 100
+    if not math.isfinite(value) and task.regression and np.all(np.isfinite(predictions)) \
+            and np.ptp(predictions) == 0:
+        # A model that collapsed to one score: Pearson's r is undefined (NaN, as SciPy and the
+        # official GLUE script give). The study scores it 0 (no linear relation), as
+        # matthews_corrcoef does for a constant classifier, and the cell says so.
+        metrics = {k: (v if math.isfinite(v) else None) for k, v in metrics.items()}
+        metrics["note"] = (f"every held-out prediction is {float(predictions[0]):.4g}: "
+                           f"{metric} undefined, scored 0")
+        return 0.0, metrics
     if not math.isfinite(value):
         raise FloatingPointError(f"{cell_dir}: held-out {metric} is not finite")
     return round(100 * value, 2), metrics

@@ -273,6 +273,19 @@ def test_new_studies_on_a_reduced_grid(tmp_path):
             assert key in r, (key, r)
     again = run_study(options, say=said.append)
     assert (len(again["ran"]), len(again["skipped"])) == (0, 7)
+    # A finished GPT cell made with another input transformation is stale: named, not reused.
+    (gpt_row,) = [r for r in final if r["variant"] == "gpt"]
+    done = os.path.join(out, "cells", gpt_row["cell"], "DONE.json")
+    with open(done, encoding="utf-8") as f:
+        cached = json.load(f)
+    assert cached["transformation"] == "classification"  # topic: single texts
+    with open(done, "w", encoding="utf-8") as f:
+        json.dump({**cached, "transformation": "entailment"}, f)
+    with pytest.raises(StudyError, match=r"entailment input transformation, topic now "
+                       r"uses classification; move the cell's folder aside"):
+        run_study(options, say=said.append)
+    with open(done, encoding="utf-8") as f:
+        assert json.load(f)["transformation"] == "entailment"  # left as it was
 
 
 CONLL = os.path.join(os.path.dirname(ROOT), "shared", "data", "conll2003", "eng.train")

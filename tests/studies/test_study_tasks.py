@@ -81,8 +81,26 @@ def test_scores_use_each_tasks_official_metric():
     assert training.score_task(topic, logits, labels, "cell")[1] == {}  # not a GLUE task
     assert [study_data.task_metric(t) for t in ("CoLA", "STS-B", "SQuAD", "RTE", "IMDb")] == \
         ["mcc", "pearson", "f1", "accuracy", "accuracy"]
+    # A collapsed regression (one score for every pair): Pearson undefined, scored 0, said so.
+    value, metrics = training.score_task(stsb, np.full((300, 1), 2.5), scores, "cell")
+    assert value == 0.0 and metrics["pearson"] is None and metrics["corr"] is None
+    assert metrics["note"] == "every held-out prediction is 2.5: pearson undefined, scored 0"
     with pytest.raises(FloatingPointError, match="cell: held-out pearson is not finite"):
-        training.score_task(stsb, np.zeros((300, 1)), scores, "cell")
+        training.score_task(stsb, np.full((300, 1), np.nan), scores, "cell")
+
+
+def test_a_reused_gpt_cell_of_another_transformation_is_named():
+    from bert_tf.studies.run import _check_gpt_transformation
+
+    gpt, bert = GPT_TABLE5.variants[0], BERT_TABLE5.variants[0]
+    assert (gpt.model, gpt.head, bert.model) == ("gpt", "default", "bert")
+    mrpc = study_data.TaskData("MRPC", ["0", "1"], [], [], pair=True)
+    _check_gpt_transformation({"transformation": "similarity"}, gpt, mrpc, "c")
+    _check_gpt_transformation({}, gpt, mrpc, "c")  # a cell of an earlier version: no record
+    _check_gpt_transformation({"transformation": "x"}, bert, mrpc, "c")  # BERT: not GPT's
+    with pytest.raises(StudyError, match=r"^cells/f/DONE: this finished cell fine-tuned with "
+                       r"GPT-1's entailment input transformation, MRPC now uses similarity"):
+        _check_gpt_transformation({"transformation": "entailment"}, gpt, mrpc, "cells/f/DONE")
 
 
 def test_gpt_transformations_are_the_papers():
