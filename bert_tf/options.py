@@ -60,3 +60,16 @@ def option(default: Any = MISSING, help: str = "", *,  # noqa: A002 (the flag's 
 def option_help(field: dataclasses.Field) -> str:
     """The help text of a field declared with `option` ("" for a plain field)."""
     return field.metadata.get("help", "")
+
+
+def integer_list(text: str, flag: str, error: type[Exception] = ValueError) -> list[int]:
+    """The integers of a comma-separated flag value (`"1,2,3"` -> [1, 2, 3]; blanks ignored).
+
+    Raises `error` naming `--flag` and the value when it holds no integer or a non-integer."""
+    try:
+        values = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        values = []
+    if not values:
+        raise error(f"--{flag}={text!r}: expected comma-separated integers")
+    return values

@@ -38,7 +38,7 @@ from typing import Any, Callable
 
 from bert_tf import io_utils
 from bert_tf.errors import UserInputError
-from bert_tf.options import option
+from bert_tf.options import integer_list, option
 from bert_tf.quickstart import topic_task
 
 MARKER = ".bert_tf_quickstart"
@@ -102,13 +102,7 @@ class QuickstartOptions:
         return FINETUNING_EPOCHS * self.scale
 
     def seed_list(self) -> list[int]:
-        try:
-            seeds = [int(s) for s in self.seeds.split(",") if s.strip()]
-        except ValueError:
-            seeds = []
-        if not seeds:
-            raise UserInputError(f"--seeds={self.seeds!r}: expected comma-separated integers")
-        return seeds
+        return integer_list(self.seeds, "seeds", UserInputError)
 
     def validate(self) -> None:
         if self.steps < 0:

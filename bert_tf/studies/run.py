@@ -14,7 +14,7 @@ import os
 import shlex
 from typing import Callable
 
-from bert_tf.options import option
+from bert_tf.options import integer_list, option
 from bert_tf.studies.cells import CellStore
 from bert_tf.studies.declarations import (SCALES, STUDIES, Study, StudyError,
                                           describe_features, get_scale, get_study)
@@ -60,13 +60,7 @@ class StudyRunOptions:
         return tuple(v.strip() for v in self.variants.split(",") if v.strip())
 
     def seed_list(self) -> list[int]:
-        try:
-            seeds = [int(s) for s in self.seeds.split(",") if s.strip()]
-        except ValueError:
-            seeds = []
-        if not seeds:
-            raise StudyError(f"--seeds={self.seeds!r}: expected comma-separated integers")
-        return seeds
+        return integer_list(self.seeds, "seeds", StudyError)
 
 
 def describe_studies() -> str:

@@ -207,3 +207,16 @@ def test_user_error_is_one_line_and_verbose_shows_the_traceback(tmp_path):
     verbose = _run(*args, "--verbose")
     assert verbose.returncode == 1
     assert "Traceback" in verbose.stderr and "GlueDataError" in verbose.stderr
+
+
+def test_integer_list_flags():
+    from bert_tf.errors import UserInputError
+    from bert_tf.options import integer_list
+    from bert_tf.quickstart.job import QuickstartOptions
+
+    assert integer_list("1, 2,,3 ", "seeds") == [1, 2, 3]
+    for bad in ("", " , ", "1,x", "1.5"):
+        with pytest.raises(ValueError, match=f"^--seeds={bad!r}: expected comma-separated"):
+            integer_list(bad, "seeds")
+    with pytest.raises(UserInputError, match="^--seeds='a': expected comma-separated integers"):
+        QuickstartOptions(seeds="a").seed_list()
