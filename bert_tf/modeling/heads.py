@@ -161,15 +161,11 @@ class NextSentenceHead(OutputProjection):
         return cls(**init_kwargs_from_saved(config))
 
 
-@register
-class ClassificationHead(keras.layers.Layer):
-    """Sequence classification/regression on the pooled [CLS] vector (run_classifier.py).
-
-    dropout(pooled [batch, H]) -> logits [batch, num_labels]; num_labels = 1 for regression.
-    """
+class _DropoutProjection(keras.layers.Layer):
+    """dropout(x [..., H]) -> logits [..., num_labels]: the classifier of run_classifier.py,
+    applied to whatever vectors it is given (see the two heads below)."""
 
     def __init__(self, config: BertConfig, num_labels: int, dropout_rate: float = 0.1, **kwargs):
-        kwargs.setdefault("name", "classifier")
         super().__init__(**kwargs)
         self.config = config
         self.num_labels = num_labels
@@ -189,8 +185,20 @@ class ClassificationHead(keras.layers.Layer):
         self.projection.build(None)
         self.built = True
 
-    def call(self, pooled_output: tf.Tensor, training: bool | None = None) -> tf.Tensor:
-        return self.projection(self.dropout(pooled_output, training=training))
+    def call(self, inputs: tf.Tensor, training: bool | None = None) -> tf.Tensor:
+        return self.projection(self.dropout(inputs, training=training))
+
+
+@register
+class ClassificationHead(_DropoutProjection):
+    """Sequence classification/regression on the pooled [CLS] vector (run_classifier.py).
+
+    dropout(pooled [batch, H]) -> logits [batch, num_labels]; num_labels = 1 for regression.
+    """
+
+    def __init__(self, config: BertConfig, num_labels: int, dropout_rate: float = 0.1, **kwargs):
+        kwargs.setdefault("name", "classifier")
+        super().__init__(config, num_labels, dropout_rate, **kwargs)
 
 
 @register
@@ -221,32 +229,12 @@ class SpanHead(keras.layers.Layer):
 
 
 @register
-class TokenClassificationHead(keras.layers.Layer):
+class TokenClassificationHead(_DropoutProjection):
     """Per-token labels (NER): dropout(sequence [batch, seq, H]) -> logits [batch, seq, num_labels]."""
 
     def __init__(self, config: BertConfig, num_labels: int, dropout_rate: float = 0.1, **kwargs):
         kwargs.setdefault("name", "token_classifier")
-        super().__init__(**kwargs)
-        self.config = config
-        self.num_labels = num_labels
-        self.dropout = BertDropout(dropout_rate)
-        self.projection = OutputProjection(num_labels, config.hidden_size,
-                                           truncated_normal(config), name="output")
-
-    def get_config(self) -> dict:
-        return {**super().get_config(), "config": self.config.to_dict(),
-                "num_labels": self.num_labels, "dropout_rate": self.dropout.rate}
-
-    @classmethod
-    def from_config(cls, config: dict):
-        return cls(**init_kwargs_from_saved(config))
-
-    def build(self, input_shape=None) -> None:
-        self.projection.build(None)
-        self.built = True
-
-    def call(self, sequence_output: tf.Tensor, training: bool | None = None) -> tf.Tensor:
-        return self.projection(self.dropout(sequence_output, training=training))
+        super().__init__(config, num_labels, dropout_rate, **kwargs)
 
 
 @register
