@@ -10,6 +10,13 @@ implementation can reproduce).
 In a length-cut training step (`bert_tf.modeling.dropout.dropout_masks_at_padded_length`) the mask
 is drawn for the input padded to the full sequence length and cut, so the kept elements are the
 padded batch's.
+
+Under a strategy with n replicas, each holding one 1/n slice of the global batch, replica r uses
+its slice of the mask one device draws for the global batch (`keras.random.dropout`'s stream of
+float draws, started at the replica's offset; as `bert_tf.modeling.dropout.BertDropout` does for
+its 16-bit draws), so training with dropout gives the one-device run. Keras' own layer would
+draw the same mask on every replica. The embedding table's dropout (`replica_sliced=False`) is
+the exception: every replica holds the whole table and applies the one mask one device draws.
 """
 from __future__ import annotations
 
@@ -20,19 +27,27 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.modeling.dropout import padded_batch_mask, padding_active
+from bert_tf.modeling.dropout import padded_batch_mask, padding_active, philox_position
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
 class GptDropout(keras.layers.Dropout):
-    """`keras.layers.Dropout` whose keep mask can be replaced for a test (see module docstring).
+    """`keras.layers.Dropout` whose keep mask can be replaced for a test and whose replicas
+    draw their slices of one stream (see module docstring).
 
-    Kept values are scaled as TF's dropout does: `x * (1 / (1 - rate)) * keep`. Any shape.
+    Kept values are scaled as TF's dropout does: `x * (1 / (1 - rate)) * keep`. Any shape; with
+    replicas, the first axis (of the input, and of `noise_shape`) is the batch axis unless
+    `replica_sliced` is False.
     """
 
-    def __init__(self, rate: float, noise_shape=None, seed=None, **kwargs):
+    def __init__(self, rate: float, noise_shape=None, seed=None, replica_sliced: bool = True,
+                 **kwargs):
         super().__init__(rate, noise_shape=noise_shape, seed=seed, **kwargs)
+        self.replica_sliced = bool(replica_sliced)
         self._injected_keep_mask: np.ndarray | None = None
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "replica_sliced": self.replica_sliced}
 
     def call(self, inputs, training=False):
         if not training or self.rate <= 0:
@@ -41,21 +56,55 @@ class GptDropout(keras.layers.Dropout):
             keep = tf.cast(tf.convert_to_tensor(self._injected_keep_mask), inputs.dtype)
             scale = tf.cast(1.0 / (1.0 - self.rate), inputs.dtype)
             return inputs * scale * keep
-        if not padding_active():
+        replica = self._replica() if self.replica_sliced else None
+        if not padding_active() and replica is None:
             return super().call(inputs, training=training)
-        # The padded batch's mask (the same seed draw and stream as keras.random.dropout's),
-        # cut to this batch's length.
+        # The seed draw and stream of keras.random.dropout; the padded batch's mask cut to this
+        # batch's length; this replica's part of the global batch's mask.
         seed = self.seed_generator.next()
         if seed.dtype != tf.int32:
             seed = tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)
 
         def draw(shape):
-            noise_shape = None if self.noise_shape is None else tf.stack(
+            noise_shape = shape if self.noise_shape is None else tf.stack(
                 [shape[i] if n is None else n for i, n in enumerate(self.noise_shape)])
-            return tf.nn.experimental.stateless_dropout(
-                tf.ones(shape, inputs.dtype), rate=self.rate, seed=seed, noise_shape=noise_shape)
+            if replica is None:
+                return tf.nn.experimental.stateless_dropout(
+                    tf.ones(shape, inputs.dtype), rate=self.rate, seed=seed,
+                    noise_shape=noise_shape)
+            uniform = _replica_slice_of_uniform(seed, noise_shape, inputs.dtype, replica)
+            scale = tf.constant(1.0 / (1.0 - self.rate), inputs.dtype)
+            keep = tf.where(uniform >= tf.constant(self.rate, inputs.dtype), scale,
+                            tf.constant(0, inputs.dtype))
+            return tf.broadcast_to(keep, shape)
 
-        return inputs * padded_batch_mask(inputs, draw)
+        if padding_active():
+            return inputs * padded_batch_mask(inputs, draw)
+        return inputs * draw(tf.shape(inputs))
+
+    @staticmethod
+    def _replica() -> tf.Tensor | None:
+        """This replica's index when there are several in sync (else None)."""
+        context = tf.distribute.get_replica_context()
+        if context is None or context.num_replicas_in_sync <= 1:
+            return None
+        return context.replica_id_in_sync_group
+
+
+def _replica_slice_of_uniform(seed: tf.Tensor, shape: tf.Tensor, dtype: tf.DType,
+                              replica_id) -> tf.Tensor:
+    """Elements [r·size, (r+1)·size) of `tf.random.stateless_uniform([n·size], seed, dtype)`
+    (one Philox uint32 per element for 16- and 32-bit floats), shaped `shape` [size elements].
+
+    Args: seed int32 [2]; shape int32 [rank] (this replica's); replica_id: r (scalar).
+    Returns: `dtype` `shape`, uniform in [0, 1).
+    """
+    size = tf.reduce_prod(tf.cast(shape, tf.int64))
+    per_block = 2 if dtype == tf.float64 else 4
+    key, counter, skip = philox_position(seed, tf.cast(replica_id, tf.int64) * size, per_block)
+    uniform = tf.raw_ops.StatelessRandomUniformV2(
+        shape=tf.reshape(skip + size, [1]), key=key, counter=counter, alg=1, dtype=dtype)
+    return tf.reshape(uniform[skip:skip + size], shape)
 
 
 @contextlib.contextmanager

@@ -24,7 +24,9 @@ class GptEmbedding(keras.layers.Layer):
     def __init__(self, config: GptConfig | dict, **kwargs):
         super().__init__(**kwargs)
         self.config = config if isinstance(config, GptConfig) else GptConfig.from_dict(config)
-        self.dropout = GptDropout(self.config.embd_pdrop, name="embd_dropout")
+        # One table, one mask: every replica applies the mask one device draws for the table.
+        self.dropout = GptDropout(self.config.embd_pdrop, replica_sliced=False,
+                                  name="embd_dropout")
 
     def build(self, input_shape=None) -> None:
         c = self.config

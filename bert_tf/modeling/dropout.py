@@ -153,15 +153,28 @@ def _replica_slice_of_stream(seed, size, replica_id):
     Args: seed int32 [2]; size: elements per replica (int32 scalar); replica_id: r (scalar).
     Returns: uint16 [size].
     """
-    key, counter = tf.raw_ops.StatelessRandomGetKeyCounter(seed=seed)
     start = tf.cast(replica_id, tf.int64) * tf.cast(size, tf.int64)  # first uint16 element
-    block = start // 8  # a Philox block gives 4 uint32 = 8 uint16
-    skip = start - block * 8
-    low = counter[0] + tf.cast(block, tf.uint64)
-    carry = tf.cast(low < counter[0], tf.uint64)  # the counter is 128 bits
-    counter = tf.stack([low, counter[1] + carry])
+    key, counter, skip = philox_position(seed, start, 8)  # a Philox block: 4 uint32 = 8 uint16
     words = (skip + tf.cast(size, tf.int64) + 1) // 2
     bits = tf.raw_ops.StatelessRandomUniformFullIntV2(
         shape=tf.reshape(words, [1]), key=key, counter=counter, alg=1, dtype=tf.uint32)  # Philox
     halves = tf.reshape(tf.bitcast(bits, tf.uint16), [-1])
     return halves[skip:skip + tf.cast(size, tf.int64)]
+
+
+def philox_position(seed: tf.Tensor, first: tf.Tensor, per_block: int
+                    ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """Where element `first` of the stateless stream of `seed` lies (Philox, TF's CPU/GPU
+    algorithm for `alg="auto_select"`): the (key, counter) of the Philox block that holds it and
+    how many of that block's elements to skip. `per_block`: elements one block (4 uint32) gives
+    (4 floats of 16 or 32 bits, 8 uint16 halves).
+
+    Args: seed int32 [2]; first int64 scalar.
+    Returns: key uint64 [1], counter uint64 [2] (128-bit, the carry propagated), skip int64.
+    """
+    key, counter = tf.raw_ops.StatelessRandomGetKeyCounter(seed=seed)
+    block = first // per_block
+    skip = first - block * per_block
+    low = counter[0] + tf.cast(block, tf.uint64)
+    carry = tf.cast(low < counter[0], tf.uint64)  # the counter is 128 bits
+    return key, tf.stack([low, counter[1] + carry]), skip

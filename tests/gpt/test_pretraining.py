@@ -240,12 +240,14 @@ print(json.dumps({"num_replicas": strategy.num_replicas_in_sync,
 
 def test_mirrored_strategy_gives_the_one_device_run_and_checkpoints_cross_over(lm_data,
                                                                                tmp_path):
-    """Without dropout (keras' Dropout draws the same stream on every replica), 2 replicas give
-    the one-device losses; a checkpoint written under MirroredStrategy resumes on one device."""
+    """With dropout 0.1 everywhere (each replica applies its slice of the global batch's masks,
+    and the whole table's one mask), 2 replicas give the one-device losses; a checkpoint
+    written under MirroredStrategy resumes on one device."""
     train, _, config = lm_data
-    no_dropout = json.loads(pathlib.Path(config).read_text())
-    no_dropout.update(embd_pdrop=0.0, attn_pdrop=0.0, resid_pdrop=0.0)
-    (tmp_path / "config.json").write_text(json.dumps(no_dropout))
+    assert {k: json.loads(pathlib.Path(config).read_text())[k]
+            for k in ("embd_pdrop", "attn_pdrop", "resid_pdrop")} == dict.fromkeys(
+                ("embd_pdrop", "attn_pdrop", "resid_pdrop"), 0.1)
+    (tmp_path / "config.json").write_text(pathlib.Path(config).read_text())
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
 
     def run(strategy, out, stop):
