@@ -2,12 +2,14 @@
 MirroredStrategy over 2 logical CPUs gives the one-device losses at the same global batch, with
 the real settings: dropout 0.1 on the table, attention, residuals and the classifier input
 (one mask per example over both orders of the similarity transformation), the auxiliary LM loss
-0.5, real MRPC pairs through the WordPiece vocabulary. Each run is a fresh process: logical
-devices are set up before TF starts."""
+0.5, real MRPC pairs through the WordPiece vocabulary; and so do 2 worker processes under
+MultiWorkerMirroredStrategy (--distribution_strategy=multi_worker_mirrored). Each run is a fresh
+process: logical devices and collectives are set up before TF starts."""
 from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -19,15 +21,23 @@ _WORKER = r"""
 import json, sys
 import tensorflow as tf
 strategy_name, data_dir, config, vocab, output_dir = sys.argv[1:6]
-cpu = tf.config.list_physical_devices("CPU")[0]
-tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+if strategy_name == "multi_worker_mirrored":  # collectives are set up before anything else
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+else:
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu,
+                                               [tf.config.LogicalDeviceConfiguration()] * 2)
 from bert_tf.gpt.finetuning import GptClassifierRunOptions, run_gpt_classifier
 opts = GptClassifierRunOptions(
     task_name="MRPC", data_dir=data_dir, gpt_config_file=config, vocab_file=vocab,
     output_dir=output_dir, max_seq_length=64, max_text_length=30, do_train=True, do_eval=True,
     train_batch_size=8, eval_batch_size=8, learning_rate=1e-3, num_train_epochs=1.0,
     warmup_proportion=0.2, save_checkpoints_steps=3)
-if strategy_name == "mirrored":
+if strategy_name == "multi_worker_mirrored":  # the run's own flag, as users give it
+    opts.distribution_strategy = strategy_name
+    result = run_gpt_classifier(opts)
+    replicas = strategy.num_replicas_in_sync
+elif strategy_name == "mirrored":
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     with strategy.scope():  # the strategy the run finds (resolve_strategy: the current one)
         result = run_gpt_classifier(opts)
@@ -60,21 +70,30 @@ def mrpc_and_model(shared_data, original_fixtures, tmp_path_factory):
     return data, root / "config.json", vocab
 
 
-def _run(strategy, mrpc_and_model, output_dir):
+def _start(strategy, mrpc_and_model, output_dir, **env) -> subprocess.Popen:
     data, config, vocab = mrpc_and_model
-    proc = subprocess.run([sys.executable, "-c", _WORKER, strategy, str(data), str(config),
-                           str(vocab), str(output_dir)], cwd=PROJECT_ROOT,
-                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return subprocess.Popen([sys.executable, "-c", _WORKER, strategy, str(data), str(config),
+                             str(vocab), str(output_dir)], cwd=PROJECT_ROOT,
+                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **env},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def test_mirrored_gpt_fine_tuning_with_dropout_gives_the_one_device_losses(mrpc_and_model,
-                                                                           tmp_path):
-    one = _run("one_device", mrpc_and_model, tmp_path / "one")
-    two = _run("mirrored", mrpc_and_model, tmp_path / "two")
-    assert (one["replicas"], two["replicas"]) == (1, 2)
+def _result(proc: subprocess.Popen) -> dict:
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err[-3000:]
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def _run(strategy, mrpc_and_model, output_dir):
+    return _result(_start(strategy, mrpc_and_model, output_dir))
+
+
+@pytest.fixture(scope="module")
+def one_device(mrpc_and_model, tmp_path_factory):
+    return _run("one_device", mrpc_and_model, tmp_path_factory.mktemp("one"))
+
+
+def _assert_one_device_losses(one, two):
     assert [r["step"] for r in one["history"]] == [r["step"] for r in two["history"]] == \
         [1, 2, 3, 4, 5, 6]
     # Steps 1-2 agree to float rounding (measured: equal losses). After that the replicas'
@@ -90,3 +109,35 @@ def test_mirrored_gpt_fine_tuning_with_dropout_gives_the_one_device_losses(mrpc_
                                                            rel=1e-5)
     (dev_one,), (dev_two,) = one["eval"].values(), two["eval"].values()
     assert dev_two["eval_loss"] == pytest.approx(dev_one["eval_loss"], abs=5e-4)
+
+
+def test_mirrored_gpt_fine_tuning_with_dropout_gives_the_one_device_losses(mrpc_and_model,
+                                                                           one_device, tmp_path):
+    two = _run("mirrored", mrpc_and_model, tmp_path / "two")
+    assert (one_device["replicas"], two["replicas"]) == (1, 2)
+    _assert_one_device_losses(one_device, two)
+
+
+def _free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def test_two_worker_processes_give_the_one_device_losses(mrpc_and_model, one_device, tmp_path):
+    workers = [f"127.0.0.1:{p}" for p in _free_ports(2)]
+    # Both workers get the same --output_dir, as users give it (only the chief writes there).
+    procs = [_start("multi_worker_mirrored", mrpc_and_model, tmp_path / "shared",
+                    TF_CONFIG=json.dumps({"cluster": {"worker": workers},
+                                          "task": {"type": "worker", "index": i}}))
+             for i in range(2)]
+    chief, other = [_result(p) for p in procs]
+    assert (chief["replicas"], other["replicas"]) == (2, 2)
+    _assert_one_device_losses(one_device, chief)
+    assert [r["loss"] for r in other["history"]] == [r["loss"] for r in chief["history"]]
+    written = sorted(os.listdir(tmp_path / "shared"))
+    assert "model.ckpt-6.index" in written and any(n.startswith("eval_results") for n in written)
