@@ -33,3 +33,17 @@ def original_fixtures() -> pathlib.Path:
 def shared_data() -> pathlib.Path:
     """../shared/data: GLUE, SQuAD, CoNLL-2003, IMDb, pretraining corpora."""
     return _require(SHARED_DATA)
+
+
+@pytest.fixture
+def local_workers() -> list[str]:
+    """Two free "127.0.0.1:<port>" addresses: the TF_CONFIG cluster of a 2-worker test."""
+    import socket
+
+    socks = [socket.socket() for _ in range(2)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    workers = [f"127.0.0.1:{s.getsockname()[1]}" for s in socks]
+    for s in socks:
+        s.close()
+    return workers

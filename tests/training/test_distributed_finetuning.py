@@ -5,7 +5,6 @@ fresh process (`_finetune_worker.py`): logical devices and collectives are set u
 starts."""
 import json
 import os
-import socket
 import subprocess
 import sys
 
@@ -49,18 +48,9 @@ def test_mirrored_two_replicas_equals_one_device(original_fixtures, shared_data,
     assert os.path.exists(tmp_path / "mirrored" / "model.ckpt-6.index")
 
 
-def _free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
-def test_multi_worker_two_processes_agree(original_fixtures, shared_data, tmp_path, one_device):
-    workers = [f"127.0.0.1:{p}" for p in _free_ports(2)]
+def test_multi_worker_two_processes_agree(original_fixtures, shared_data, tmp_path, one_device,
+                                          local_workers):
+    workers = local_workers
     procs = []
     for index in range(2):
         tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}

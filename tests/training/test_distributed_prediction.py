@@ -5,7 +5,6 @@ pairs as one device does (1e-5), the last partial batch included (21 rows in bat
 (`_predict_worker.py`): logical devices are set up before TF starts."""
 import json
 import os
-import socket
 import subprocess
 import sys
 
@@ -36,22 +35,12 @@ def test_mirrored_prediction_equals_one_device(original_fixtures, shared_data):
     assert out["odd_batch_error"] is not None and "--predict_batch_size" in out["odd_batch_error"]
 
 
-def _free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
 @pytest.mark.slow  # two fresh TF processes: ~50 s on the shared machine
 def test_multi_worker_prediction_equals_one_device_on_every_worker(original_fixtures,
-                                                                   shared_data):
+                                                                   shared_data, local_workers):
     """MultiWorkerMirroredStrategy over 2 local processes: each worker predicts its share of
     every global batch, and strategy.gather gives every worker all 21 rows in order."""
-    workers = [f"127.0.0.1:{p}" for p in _free_ports(2)]
+    workers = local_workers
     procs = []
     for index in range(2):
         tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}

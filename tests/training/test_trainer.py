@@ -2,7 +2,6 @@
 a run stopped after a checkpoint and restarted continues exactly (weights, slots, step, input)."""
 import json
 import os
-import socket
 import subprocess
 import sys
 
@@ -123,18 +122,9 @@ def test_mixed_precision_tracks_float32(original_fixtures, tmp_path, uninterrupt
         assert b["learning_rate"] == pytest.approx(a["learning_rate"], abs=1e-9)
 
 
-def _free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
-def test_multi_worker_two_processes_agree(original_fixtures, tmp_path, uninterrupted):
-    workers = [f"127.0.0.1:{p}" for p in _free_ports(2)]
+def test_multi_worker_two_processes_agree(original_fixtures, tmp_path, uninterrupted,
+                                          local_workers):
+    workers = local_workers
     procs = []
     for index in range(2):
         tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}

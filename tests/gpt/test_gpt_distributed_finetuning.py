@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 
@@ -118,18 +117,9 @@ def test_mirrored_gpt_fine_tuning_with_dropout_gives_the_one_device_losses(mrpc_
     _assert_one_device_losses(one_device, two)
 
 
-def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
-def test_two_worker_processes_give_the_one_device_losses(mrpc_and_model, one_device, tmp_path):
-    workers = [f"127.0.0.1:{p}" for p in _free_ports(2)]
+def test_two_worker_processes_give_the_one_device_losses(mrpc_and_model, one_device, tmp_path,
+                                                         local_workers):
+    workers = local_workers
     # Both workers get the same --output_dir, as users give it (only the chief writes there).
     procs = [_start("multi_worker_mirrored", mrpc_and_model, tmp_path / "shared",
                     TF_CONFIG=json.dumps({"cluster": {"worker": workers},
