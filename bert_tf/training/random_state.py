@@ -15,12 +15,13 @@ saves and restores the streams with the weights: a resume is bit-identical to th
 run on one device.
 
 Per replica: under a tf.distribute strategy the state variables are mirrored (every replica
-advances its copy identically) and `BertDropout` on replica r draws its slice of the mask one
-device would draw for the whole global batch, so each replica has its own stream and every
-replica's stream is a function of the checkpointed state and its replica id: restoring the state
-restores all of them, whatever the number of replicas was when it was saved.
-(`keras.layers.Dropout` draws the same stream on every replica; its state is checkpointed all
-the same.)
+advances its copy identically) and `BertDropout` / `bert_tf.gpt.dropout.GptDropout` on replica
+r draws its slice of the mask one device would draw for the whole global batch, so each replica
+has its own stream and every replica's stream is a function of the checkpointed state and its
+replica id: restoring the state restores all of them, whatever the number of replicas was when
+it was saved. (A plain `keras.layers.Dropout` draws the same stream on every replica, as does
+GPT-1's embedding-table dropout on purpose: one table, one mask; their states are checkpointed
+all the same.)
 
 Other random streams of training: the input order is seeded and re-created on resume by skipping
 the consumed batches (see `PretrainingTrainer.train`); weight initialisation happens once, before
