@@ -527,11 +527,10 @@ def finetune_squad(cell_dir: str, variant: Variant, scale: Scale, data: dict, ta
 
     from bert_tf.evaluation.squad import evaluate_squad_v1
     from bert_tf.tasks.squad.features import convert_examples_to_features, features_to_arrays
-    from bert_tf.tasks.squad.postprocess import RawResult, compute_predictions
+    from bert_tf.tasks.squad.postprocess import compute_predictions
     from bert_tf.tasks.squad.run import predict_logits, squad_loss
     from bert_tf.tokenization import FullTokenizer
-    from bert_tf.training.finetuning import (FinetuneOptions, init_model, predict_arrays,
-                                             train_model)
+    from bert_tf.training.finetuning import FinetuneOptions, init_model, train_model
 
     seq = scale.max_seq_length
     doc_stride, max_query = squad_window_sizes(seq)
@@ -587,15 +586,8 @@ def finetune_squad(cell_dir: str, variant: Variant, scale: Scale, data: dict, ta
         _init_gpt(model, gpt_train, input_keys, variant, config, pretraining, seed)
         train_model(model, gpt_train, model.compute_loss_value, options, input_keys=input_keys,
                     optimizer_fn=lambda: _gpt_optimizer(lr, steps))
-        held = features_to_arrays(held_features, is_training=False)
-        out = predict_arrays(model, gpt_arrays(held), 64, ["start_logits", "end_logits"],
-                             input_keys=input_keys, progress=False)
-        padding = held["input_mask"] == 0
-        for key in ("start_logits", "end_logits"):
-            out[key][padding] = -10000.0  # as `predict_logits`: [PAD] never takes an n-best slot
-        results = [RawResult(unique_id=int(u), start_logits=a.tolist(), end_logits=b.tolist())
-                   for u, a, b in zip(held["unique_ids"], out["start_logits"],
-                                      out["end_logits"])]
+        results = predict_logits(model, held_features, 64, progress=False,
+                                 model_inputs=gpt_arrays, input_keys=input_keys)
     predictions = compute_predictions(task.held_out, held_features, results, n_best_size=20,
                                       max_answer_length=30, do_lower_case=True)
     scored = evaluate_squad_v1(task.held_out_articles, predictions.predictions, warn=None)

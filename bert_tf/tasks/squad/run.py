@@ -6,7 +6,7 @@ import dataclasses
 import json
 import os
 import random
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from absl import logging
 
@@ -117,7 +117,9 @@ def train_squad(model, train_features: Sequence[InputFeatures], opts: SquadRunOp
 
 
 def predict_logits(model, features: Sequence[InputFeatures], batch_size: int,
-                   length_bucketing: bool = True, progress: bool = True) -> list:
+                   length_bucketing: bool = True, progress: bool = True,
+                   model_inputs: Callable[[dict], dict] | None = None,
+                   input_keys: Sequence[str] | None = None) -> list:
     """Runs the model on every feature; returns one `RawResult` per feature, in order.
 
     `length_bucketing` (as `finetuning.predict_arrays`): every [PAD] position's logits are set
@@ -127,15 +129,20 @@ def predict_logits(model, features: Sequence[InputFeatures], batch_size: int,
     their batch's length, so which [PAD] logits exist would depend on the batch composition.
     With every [PAD] at -10000 the answers do not depend on it (they may differ from the
     padded path where a [PAD] took a slot there); `length_bucketing=False` is the original's
-    computation exactly. `progress`: a progress bar over the windows.
+    computation exactly. `progress`: a progress bar over the windows. `model_inputs` (with
+    its `input_keys`): the model's inputs from the windows' arrays, for a model that reads them
+    otherwise than BERT (e.g. `bert_tf.studies.ltr_span_labeler`); the [PAD] positions are
+    still the windows' own.
     """
     from bert_tf.tasks.squad.postprocess import RawResult
     from bert_tf.training.finetuning import predict_arrays
 
     arrays = features_to_arrays(features, is_training=False)
     unique_ids = arrays.pop("unique_ids")
-    out = predict_arrays(model, arrays, batch_size, ("start_logits", "end_logits"),
-                         progress=progress, length_bucketing=length_bucketing)
+    inputs = arrays if model_inputs is None else model_inputs(arrays)
+    keys = {} if input_keys is None else {"input_keys": input_keys}
+    out = predict_arrays(model, inputs, batch_size, ("start_logits", "end_logits"),
+                         progress=progress, length_bucketing=length_bucketing, **keys)
     if length_bucketing:
         padding = arrays["input_mask"] == 0
         for key in ("start_logits", "end_logits"):
