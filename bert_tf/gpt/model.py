@@ -124,10 +124,15 @@ class GptModel(keras.Model):
         token_ids, position_ids = self._ids(inputs)
         lead = tf.shape(token_ids)[:-1]
         seq = tf.shape(token_ids)[-1]
+        checks = []
         if token_ids.shape[-1] is None:
-            tf.debugging.assert_less_equal(seq, c.n_ctx, message="sequence longer than n_ctx")
-        flat_tokens = tf.reshape(token_ids, [-1, seq])  # train.py's reshape to [-1, n_ctx]
-        flat_positions = tf.reshape(position_ids, [-1, seq])
+            checks.append(tf.debugging.assert_less_equal(
+                seq, c.n_ctx, message="sequence longer than n_ctx"))
+        # The check runs before the table lookups, which would otherwise fail first (in a graph,
+        # at random) on a position row past the table with a less telling message.
+        with tf.control_dependencies([op for op in checks if op is not None]):
+            flat_tokens = tf.reshape(token_ids, [-1, seq])  # train.py's reshape to [-1, n_ctx]
+            flat_positions = tf.reshape(position_ids, [-1, seq])
         h, table = self.embedding(flat_tokens, flat_positions, training=training)
         embed_output, block_outputs, probs = h, [], []
         for block in self.blocks:
