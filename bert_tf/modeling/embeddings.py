@@ -68,10 +68,13 @@ class BertEmbeddings(keras.layers.Layer):
         Returns:
           float [batch, seq_len, hidden_size]: the embedding output (after LayerNorm and dropout).
         """
-        seq_len = tf.shape(input_word_ids)[1]
-        tf.debugging.assert_less_equal(
-            seq_len, self.config.max_position_embeddings,
+        check = tf.debugging.assert_less_equal(
+            tf.shape(input_word_ids)[1], self.config.max_position_embeddings,
             message="sequence longer than max_position_embeddings")
+        # The check runs first (in a graph the position add could otherwise fail before it, with
+        # "Incompatible shapes").
+        with tf.control_dependencies([check] if check is not None else []):
+            seq_len = tf.shape(input_word_ids)[1]
         word = tf.gather(self.word_embeddings, input_word_ids)
         # A one-hot matmul, as the original: same values as a gather, but its gradient is dense,
         # which the global-norm clipping sees differently from a gather's IndexedSlices.
