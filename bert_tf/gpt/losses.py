@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from bert_tf.modeling.cross_entropy import sparse_softmax_cross_entropy
+
 
 def lm_token_losses(lm_logits: tf.Tensor, token_ids: tf.Tensor) -> tf.Tensor:
     """Cross-entropy of the prediction at position i for the token at i + 1, unmasked.
@@ -11,8 +13,7 @@ def lm_token_losses(lm_logits: tf.Tensor, token_ids: tf.Tensor) -> tf.Tensor:
     Args: lm_logits float [..., S-1, rows] (from h[..., :-1, :]); token_ids int [..., S].
     Returns float [..., S-1] (padding targets included).
     """
-    return tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=tf.cast(token_ids[..., 1:], tf.int32), logits=tf.cast(lm_logits, tf.float32))
+    return sparse_softmax_cross_entropy(token_ids[..., 1:], lm_logits)
 
 
 def lm_losses(token_losses: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
