@@ -23,8 +23,10 @@ def _forward(logits: tf.Tensor, labels: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor
 
 
 @tf.function(jit_compile=True, autograph=False)
-def _argmax(logits: tf.Tensor) -> tf.Tensor:
-    return tf.argmax(logits, axis=-1, output_type=tf.int32)
+def _forward_and_argmax(logits: tf.Tensor, labels: tf.Tensor
+                        ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    losses, log_normalizer = _forward.python_function(logits, labels)
+    return losses, log_normalizer, tf.argmax(logits, axis=-1, output_type=tf.int32)
 
 
 @tf.function(jit_compile=True, autograph=False)
@@ -43,6 +45,16 @@ def _rows(logits: tf.Tensor, labels: tf.Tensor):
         return _backward(dloss, logits, labels, log_normalizer), None
 
     return losses, grad
+
+
+@tf.custom_gradient
+def _rows_and_predictions(logits: tf.Tensor, labels: tf.Tensor):
+    losses, log_normalizer, predictions = _forward_and_argmax(logits, labels)
+
+    def grad(dloss, dpredictions=None):
+        return _backward(dloss, logits, labels, log_normalizer), None
+
+    return (losses, predictions), grad
 
 
 def sparse_softmax_cross_entropy(labels: tf.Tensor, logits: tf.Tensor,
@@ -69,7 +81,7 @@ def sparse_softmax_cross_entropy(labels: tf.Tensor, logits: tf.Tensor,
     with tf.control_dependencies(checks):
         flat_labels = tf.reshape(labels, [-1])
     flat_logits = tf.reshape(logits, [-1, vocab])
-    losses = tf.reshape(_rows(flat_logits, flat_labels), tf.shape(labels))
     if not return_predictions:
-        return losses
-    return losses, tf.reshape(_argmax(tf.stop_gradient(flat_logits)), tf.shape(labels))
+        return tf.reshape(_rows(flat_logits, flat_labels), tf.shape(labels))
+    losses, predictions = _rows_and_predictions(flat_logits, flat_labels)
+    return tf.reshape(losses, tf.shape(labels)), tf.reshape(predictions, tf.shape(labels))

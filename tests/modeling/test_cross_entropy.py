@@ -60,6 +60,12 @@ def test_predictions_are_the_argmax():
     losses, predicted = sparse_softmax_cross_entropy(labels, logits, return_predictions=True)
     assert losses.shape == (4, 5) and predicted.dtype == tf.int32
     np.testing.assert_array_equal(predicted.numpy(), np.argmax(logits.numpy(), -1))
+    # The gradient through the losses is the same with the predictions asked for.
+    with_predictions = lambda y, x: sparse_softmax_cross_entropy(y, x, return_predictions=True)[0]
+    upstream = tf.ones([4, 5])
+    _, d_ours = _losses_and_gradient(with_predictions, labels, logits, upstream)
+    _, d_ref = _losses_and_gradient(_reference, labels, logits, upstream)
+    np.testing.assert_allclose(d_ours.numpy(), d_ref.numpy(), rtol=1e-6, atol=1e-7)
 
 
 def test_inside_a_traced_function_with_unknown_shapes():
