@@ -13,8 +13,11 @@ H = 256. Timed here, each as one tf.function on random data (no dropout, no opti
   grad_h_GW    dh = G @ W                           [N, R] x [R, H]  -> [N, H]
   grad_W_GTh   dW = Gᵀ @ h                          [N, R]ᵀ x [N, H] -> [R, H]
   xent         SparseSoftmaxCrossEntropyWithLogits on [N, R] (loss and its gradient, one op)
+  xent_xla     bert_tf's cross-entropy (bert_tf.modeling.cross_entropy: two XLA kernels), loss
+               and gradient, what bert_tf's GPT and BERT losses run
   lm_head_tape the whole head with its gradient: GradientTape around h @ Wᵀ + the summed sparse
-               softmax cross-entropy, gradient w.r.t. h and W (what a train step runs)
+               softmax cross-entropy, gradient w.r.t. h and W (what keras-hub's train step runs;
+               `_xla_xent`: with bert_tf's cross-entropy, what bert_tf's step runs)
   lm_head_chunked_<C>  the same in chunks of C tokens, the gradient computed in the forward
                (the cross-entropy op's backprop output, then dh and dW per chunk): less memory
                traffic on the [N, R] logits, if it helps
@@ -42,6 +45,8 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from bert_tf.modeling.cross_entropy import sparse_softmax_cross_entropy  # noqa: E402
+
 
 def median_ms(fn, warmup: int, repeats: int) -> float:
     """Median wall time in ms of `repeats` calls of `fn` after `warmup` untimed calls."""
@@ -55,13 +60,27 @@ def median_ms(fn, warmup: int, repeats: int) -> float:
     return statistics.median(times) * 1e3
 
 
-def tape_head(h: tf.Variable, w: tf.Variable, targets: tf.Tensor, dtype: tf.DType):
+def tf_xent(targets: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
+    """TensorFlow's kernel on float32 logits (what keras-hub's loss and bert_tf before runs)."""
+    return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=targets,
+                                                          logits=tf.cast(logits, tf.float32))
+
+
+def tape_head(h: tf.Variable, w: tf.Variable, targets: tf.Tensor, dtype: tf.DType,
+              xent=tf_xent):
     """The tied LM head with its gradient: loss, [dh, dW] (matmul in `dtype`, loss in float32)."""
     with tf.GradientTape() as tape:
         logits = tf.matmul(tf.cast(h, dtype), tf.cast(w, dtype), transpose_b=True)
-        loss = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(
-            labels=targets, logits=tf.cast(logits, tf.float32)))
+        loss = tf.reduce_sum(xent(targets, logits))
     return loss, tape.gradient(loss, [h, w])
+
+
+def xla_xent_with_gradient(targets: tf.Tensor, logits: tf.Tensor):
+    """bert_tf's cross-entropy (`bert_tf.modeling.cross_entropy`): loss and its gradient."""
+    with tf.GradientTape() as tape:
+        tape.watch(logits)
+        loss = tf.reduce_sum(sparse_softmax_cross_entropy(targets, logits))
+    return loss, tape.gradient(loss, logits)
 
 
 def chunked_head(h: tf.Variable, w: tf.Variable, targets: tf.Tensor, chunk: int):
@@ -115,11 +134,17 @@ def main() -> None:
         "grad_W_GTh": (lambda: tf.matmul(g, h, transpose_a=True), head_flop),
         "xent": (lambda: tf.raw_ops.SparseSoftmaxCrossEntropyWithLogits(
             features=g, labels=targets), None),
+        "xent_xla": (lambda: xla_xent_with_gradient(targets, g), None),
         "lm_head_tape": (lambda: tape_head(h, w, targets, tf.float32), 3 * head_flop),
+        "lm_head_tape_xla_xent": (lambda: tape_head(h, w, targets, tf.float32,
+                                                    sparse_softmax_cross_entropy), 3 * head_flop),
         **{f"lm_head_chunked_{c}": ((lambda c=c: chunked_head(h, w, targets, c)), 3 * head_flop)
            for c in chunks},
         "bf16_fwd_h_WT": (lambda: tf.matmul(h16, w16, transpose_b=True), head_flop),
         "bf16_lm_head_tape": (lambda: tape_head(h, w, targets, tf.bfloat16), 3 * head_flop),
+        "bf16_lm_head_tape_xla_xent": (lambda: tape_head(h, w, targets, tf.bfloat16,
+                                                         sparse_softmax_cross_entropy),
+                                       3 * head_flop),
         f"square_{sq}_fp32": (lambda: tf.matmul(a_sq, a_sq), 2 * sq ** 3),
         f"square_{sq}_bf16": (lambda: tf.matmul(a_sq16, a_sq16), 2 * sq ** 3),
     }
