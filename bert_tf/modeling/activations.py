@@ -34,15 +34,25 @@ def _gelu_backward_xla(dy: tf.Tensor, x: tf.Tensor, t: tf.Tensor) -> tf.Tensor:
     return dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du_dx)
 
 
-@tf.custom_gradient
-def gelu_xla(x: tf.Tensor):
+def gelu_xla(x: tf.Tensor) -> tf.Tensor:
     """`gelu` (tanh form) for training: forward and backward each one XLA-compiled elementwise
     kernel, instead of ~20 separate passes over the tensor (about 2x faster on a CPU for a
     [4096, 1024] FFN activation, forward + backward). Same values as `gelu` up to float rounding
     (~1e-6). Inference keeps `gelu`, which TensorFlow fuses into the preceding MatMul and which
     needs no XLA in an exported graph.
+
+    16-bit inputs are computed in float32 (widened and narrowed by TensorFlow's Cast: XLA's CPU
+    code reads and writes bfloat16 slowly; [4096, 1024] bf16 forward + backward 8.2 -> 6.8 ms),
+    the result rounded once to the input's dtype.
     """
     x = tf.convert_to_tensor(x)
+    if x.dtype in (tf.bfloat16, tf.float16):
+        return tf.cast(_gelu_xla(tf.cast(x, tf.float32)), x.dtype)
+    return _gelu_xla(x)
+
+
+@tf.custom_gradient
+def _gelu_xla(x: tf.Tensor):
     y, t = _gelu_forward_xla(x)
 
     def grad(dy):
