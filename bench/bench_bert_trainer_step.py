@@ -29,6 +29,7 @@ import pathlib
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -45,8 +46,6 @@ def worker(args: argparse.Namespace) -> None:
     from bert_tf.training.distribution import create_strategy
     from bert_tf.training.pretraining_loop import (PretrainingTrainer, TrainerOptions,
                                                    set_mixed_precision)
-    import tempfile
-
     config = BertConfig(vocab_size=30522, hidden_size=256, num_hidden_layers=4,
                         num_attention_heads=4, intermediate_size=1024)
     strategy = create_strategy("one_device")
