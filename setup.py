@@ -54,6 +54,8 @@ setup(
     extras_require={
         "test": [
             "pytest",
+            # Runs the suite on the machine's cores (pytest.ini: -n 2, one worker per test file).
+            "pytest-xdist>=3.5",
             "scipy",
             "scikit-learn",
             # Reference implementation for the Hugging Face parity test. torch is pinned to the

@@ -61,7 +61,7 @@ def test_sweep_errors(tmp_path):
     with pytest.raises(ValueError, match="no such file"):
         sweep.run_sweep(sweep.SweepOptions("run_nothing", [], str(tmp_path)))
     with pytest.raises(ValueError, match="--learning_rate=1e-5: the sweep sets"):
-        sweep.run_sweep(sweep.SweepOptions(sys.argv[0], ["--learning_rate=1e-5"], str(tmp_path)))
+        sweep.run_sweep(sweep.SweepOptions(__file__, ["--learning_rate=1e-5"], str(tmp_path)))
     assert sweep.resolve_script("run_classifier").endswith("tools/run_classifier.py")
     assert sweep.pick_metric({"pearson": 1, "spearmanr": 0.5, "corr": 0.7}) == "spearmanr"
     assert sweep.pick_metric({"mcc": 0.1, "eval_loss": 2}) == "mcc"
