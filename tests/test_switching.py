@@ -36,13 +36,13 @@ def test_doc_lists_the_readme_commands():
 
 
 def _substitute_paths(command: str, tmp: pathlib.Path) -> str:
-    """Only paths change: the scripts' folder, /tmp and the README's ./squad/ output folder."""
+    """Only paths change: the scripts' folder, /tmp and the README's ./squad/ output folder.
+    /tmp is replaced first: the project or the interpreter may themselves live under /tmp."""
+    command = command.replace("./squad/", "/tmp/squad_base/").replace("/tmp/", f"{tmp}/")
     command = re.sub(r"python \$SQUAD_DIR/evaluate-v(1\.1|2\.0)\.py",
                      f"{sys.executable} {ROOT}/tools/evaluate_squad.py", command)
-    command = re.sub(r"python (\w+)\.py", lambda m: f"{sys.executable} {ROOT}/tools/{m.group(1)}.py",
-                     command)
-    command = command.replace("./squad/", "/tmp/squad_base/")
-    return command.replace("/tmp/", f"{tmp}/")
+    return re.sub(r"python (\w+)\.py", lambda m: f"{sys.executable} {ROOT}/tools/{m.group(1)}.py",
+                  command)
 
 
 def _squad_subset(source: pathlib.Path, target: pathlib.Path, paragraphs: slice,
