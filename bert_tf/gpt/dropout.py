@@ -2,7 +2,8 @@
 
 The original calls `tf.nn.dropout(x, keep_prob[, noise_shape])` only when `train` is true and the
 rate is positive. `GptDropout` is `keras.layers.Dropout` (same seed generator, same inference
-behaviour, exact rate, `noise_shape` supported) plus one testing hook: `injected_keep_masks`
+behaviour, exact rate, `noise_shape` supported; 16-bit inputs are compared with float32 draws,
+where Keras' layer would drop 10.16% for a rate of 0.1 in bfloat16) plus one testing hook: `injected_keep_masks`
 makes chosen layers use given boolean keep masks instead of drawing their own, so a train-mode
 forward pass can be compared with a recording of the original's (whose random stream no other
 implementation can reproduce).
@@ -57,7 +58,10 @@ class GptDropout(keras.layers.Dropout):
             scale = tf.cast(1.0 / (1.0 - self.rate), inputs.dtype)
             return inputs * scale * keep
         replica = self._replica() if self.replica_sliced else None
-        if not padding_active() and replica is None:
+        # 16-bit inputs (mixed precision) are compared with float32 draws: a bfloat16 uniform has
+        # 1/128 steps, so `rate` 0.1 would drop 13/128 = 10.16% of the elements.
+        draw_dtype = tf.float32 if inputs.dtype in (tf.bfloat16, tf.float16) else inputs.dtype
+        if not padding_active() and replica is None and draw_dtype == inputs.dtype:
             return super().call(inputs, training=training)
         # The seed draw and stream of keras.random.dropout; the padded batch's mask cut to this
         # batch's length; this replica's part of the global batch's mask.
@@ -68,13 +72,16 @@ class GptDropout(keras.layers.Dropout):
         def draw(shape):
             noise_shape = shape if self.noise_shape is None else tf.stack(
                 [shape[i] if n is None else n for i, n in enumerate(self.noise_shape)])
-            if replica is None:
+            if replica is None and draw_dtype == inputs.dtype:
                 return tf.nn.experimental.stateless_dropout(
                     tf.ones(shape, inputs.dtype), rate=self.rate, seed=seed,
                     noise_shape=noise_shape)
-            uniform = _replica_slice_of_uniform(seed, noise_shape, inputs.dtype, replica)
+            if replica is None:  # the stream stateless_dropout draws, in float32
+                uniform = tf.random.stateless_uniform(noise_shape, seed=seed, dtype=draw_dtype)
+            else:
+                uniform = _replica_slice_of_uniform(seed, noise_shape, draw_dtype, replica)
             scale = tf.constant(1.0 / (1.0 - self.rate), inputs.dtype)
-            keep = tf.where(uniform >= tf.constant(self.rate, inputs.dtype), scale,
+            keep = tf.where(uniform >= tf.constant(self.rate, draw_dtype), scale,
                             tf.constant(0, inputs.dtype))
             return tf.broadcast_to(keep, shape)
 
