@@ -3,10 +3,10 @@
 The original calls `tf.nn.dropout(x, keep_prob[, noise_shape])` only when `train` is true and the
 rate is positive. `GptDropout` is `keras.layers.Dropout` (same seed generator, same inference
 behaviour, exact rate, `noise_shape` supported; 16-bit inputs are compared with float32 draws,
-where Keras' layer would drop 10.16% for a rate of 0.1 in bfloat16) plus one testing hook: `injected_keep_masks`
-makes chosen layers use given boolean keep masks instead of drawing their own, so a train-mode
-forward pass can be compared with a recording of the original's (whose random stream no other
-implementation can reproduce).
+where Keras' layer would drop 10.16% for a rate of 0.1 in bfloat16) plus one testing hook:
+`injected_keep_masks` makes chosen layers use given boolean keep masks instead of drawing their
+own, so a train-mode forward pass can be compared with a recording of the original's (whose
+random stream no other implementation can reproduce).
 
 In a length-cut training step (`bert_tf.modeling.dropout.dropout_masks_at_padded_length`) the mask
 is drawn for the input padded to the full sequence length and cut, so the kept elements are the
