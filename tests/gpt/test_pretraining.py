@@ -182,7 +182,7 @@ def test_tool_killed_and_restarted_ends_like_the_uninterrupted_run(lm_data, tmp_
     def command(out):
         return [sys.executable, "tools/run_gpt_pretraining.py", f"--gpt_config_file={config}",
                 f"--input_file={train}", f"--eval_input_file={heldout}", f"--output_dir={out}",
-                "--do_train", "--do_eval", "--train_batch_size=8", "--num_train_steps=12",
+                "--do_train", "--do_eval", "--train_batch_size=8", "--num_train_steps=30",
                 "--num_warmup_steps=1", "--save_checkpoints_steps=3", "--iterations_per_loop=1",
                 "--learning_rate=2e-3", "--lr_schedule=warmup_linear", "--seed=7"]
 
@@ -194,20 +194,21 @@ def test_tool_killed_and_restarted_ends_like_the_uninterrupted_run(lm_data, tmp_
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     # Killed once ckpt-3 is recorded in the `checkpoint` state file, which CheckpointManager
     # writes after the ckpt-3 files: a kill between the two leaves no checkpoint to resume from,
-    # and the restart then rightly starts over (seen once with another drill running beside it).
+    # and the restart then rightly starts over. This model's steps take ~15 ms, so the state file
+    # is polled every 10 ms and the run goes on to step 30 (~0.5 s after ckpt-3).
     state = killed / "training_checkpoints" / "checkpoint"
     deadline = time.time() + 300
     while time.time() < deadline and not (state.exists() and '"ckpt-3"' in state.read_text()):
-        time.sleep(0.2)
+        time.sleep(0.01)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    assert not (killed / "training_checkpoints" / "ckpt-12.index").exists()
+    assert not (killed / "training_checkpoints" / "ckpt-30.index").exists()
     done = subprocess.run(command(killed), cwd=PROJECT_ROOT, env=env, capture_output=True,
                           text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Resumed from" in done.stderr
-    a = _checkpoint_tensors(str(tmp_path / "full" / "training_checkpoints" / "ckpt-12"))
-    b = _checkpoint_tensors(str(killed / "training_checkpoints" / "ckpt-12"))
+    a = _checkpoint_tensors(str(tmp_path / "full" / "training_checkpoints" / "ckpt-30"))
+    b = _checkpoint_tensors(str(killed / "training_checkpoints" / "ckpt-30"))
     for k in a:
         np.testing.assert_array_equal(a[k], b[k], err_msg=k)
     assert (tmp_path / "full" / "eval_results.txt").read_text() == \
