@@ -72,11 +72,7 @@ class GptDropout(keras.layers.Dropout):
         def draw(shape):
             noise_shape = shape if self.noise_shape is None else tf.stack(
                 [shape[i] if n is None else n for i, n in enumerate(self.noise_shape)])
-            if replica is None and draw_dtype == inputs.dtype:
-                return tf.nn.experimental.stateless_dropout(
-                    tf.ones(shape, inputs.dtype), rate=self.rate, seed=seed,
-                    noise_shape=noise_shape)
-            if replica is None:  # the stream stateless_dropout draws, in float32
+            if replica is None:  # the stream keras.random.dropout draws
                 uniform = tf.random.stateless_uniform(noise_shape, seed=seed, dtype=draw_dtype)
             else:
                 uniform = _replica_slice_of_uniform(seed, noise_shape, draw_dtype, replica)
