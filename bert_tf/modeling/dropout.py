@@ -21,7 +21,7 @@ from typing import Callable, Iterator
 import keras
 import tensorflow as tf
 
-_LEVELS = 1 << 16
+LEVELS = 1 << 16  # a 16-bit draw's values: a rate is rounded to a multiple of 1/LEVELS
 # (padded length S, this batch's length L) while tracing a length-cut training step; a context
 # variable read at trace time, like a name scope (set only by `dropout_masks_at_padded_length`).
 _PADDED_LENGTH: contextvars.ContextVar = contextvars.ContextVar("bert_tf_dropout_padded_length",
@@ -115,35 +115,64 @@ class BertDropout(keras.layers.Dropout):
         if noise_shape is not None:
             raise ValueError("BertDropout does not support noise_shape; use keras.layers.Dropout")
         super().__init__(rate, seed=seed, **kwargs)
-        self.threshold = int(round(float(rate) * _LEVELS))
+        self.threshold = int(round(float(rate) * LEVELS))
 
     def call(self, inputs, training=False):
         if not training or self.threshold == 0:
             return inputs
-        if self.threshold >= _LEVELS:
+        if self.threshold >= LEVELS:
             return tf.zeros_like(inputs)
-        seed = self.seed_generator.next()
-        if seed.dtype != tf.int32:  # Keras keeps int64 seed state; stateless ops want int32
-            seed = tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)
+        seed = next_stateless_seed(self.seed_generator)
         if padding_active():  # the padded batch's mask, cut to this batch's length
             keep = padded_batch_mask(inputs, lambda shape: self._keep(seed, shape))
         else:
             keep = self._keep(seed, tf.shape(inputs), tf.size(inputs))
-        scale = _LEVELS / (_LEVELS - self.threshold)
+        scale = LEVELS / (LEVELS - self.threshold)
         mask = tf.where(keep, tf.constant(scale, inputs.dtype), tf.constant(0, inputs.dtype))
         return inputs * mask
 
     def _keep(self, seed: tf.Tensor, shape: tf.Tensor, size: tf.Tensor | None = None) -> tf.Tensor:
         """bool `shape`: the elements kept by the stream of `seed` (this replica's slice)."""
-        size = tf.reduce_prod(shape) if size is None else size
         replica = tf.distribute.get_replica_context()
-        if replica is not None and replica.num_replicas_in_sync > 1:
-            halves = _replica_slice_of_stream(seed, size, replica.replica_id_in_sync_group)
-        else:
-            bits = tf.random.stateless_uniform([(size + 1) // 2], seed=seed, minval=None,
-                                               maxval=None, dtype=tf.uint32)
-            halves = tf.reshape(tf.bitcast(bits, tf.uint16), [-1])[:size]
-        return tf.reshape(halves >= tf.constant(self.threshold, tf.uint16), shape)
+        replica_id = (replica.replica_id_in_sync_group
+                      if replica is not None and replica.num_replicas_in_sync > 1 else None)
+        return keep_mask_16bit(seed, shape, self.threshold, replica_id, size)
+
+
+def next_stateless_seed(seed_generator: keras.random.SeedGenerator) -> tf.Tensor:
+    """The generator's next seed as the int32 [2] that stateless ops take (Keras keeps int64
+    state)."""
+    seed = seed_generator.next()
+    if seed.dtype != tf.int32:
+        seed = tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)
+    return seed
+
+
+def keep_mask_16bit(seed: tf.Tensor, shape: tf.Tensor, threshold: int, replica_id=None,
+                    size: tf.Tensor | None = None) -> tf.Tensor:
+    """The keep mask of one 16-bit dropout draw: element i is kept when the i-th uint16 of the
+    stateless Philox stream of `seed` (`stateless_uniform` uint32 words, split in halves) is
+    >= `threshold` (a drop probability of threshold / 65536).
+
+    Args:
+      seed: int32 [2].
+      shape: int32 [rank], the mask's shape (this replica's part of the global one).
+      threshold: int in (0, 65536) (callers handle rates 0 and 1 without a draw).
+      replica_id: r (scalar) when replica r of several draws elements [r·size, (r+1)·size) of the
+        stream one device draws for the n-times-larger global shape; None for one device.
+      size: the number of elements of `shape`, when already at hand.
+
+    Returns:
+      bool `shape`.
+    """
+    size = tf.reduce_prod(shape) if size is None else size
+    if replica_id is not None:
+        halves = _replica_slice_of_stream(seed, size, replica_id)
+    else:
+        bits = tf.random.stateless_uniform([(size + 1) // 2], seed=seed, minval=None,
+                                           maxval=None, dtype=tf.uint32)
+        halves = tf.reshape(tf.bitcast(bits, tf.uint16), [-1])[:size]
+    return tf.reshape(halves >= tf.constant(threshold, tf.uint16), shape)
 
 
 def _replica_slice_of_stream(seed, size, replica_id):

@@ -81,8 +81,9 @@ def test_replicas_apply_their_slice_of_the_one_device_masks():
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_16_bit_inputs_get_the_float32_masks_and_rate(dtype):
-    """Mixed precision: a 16-bit input is dropped where a float32 one would be (the same float32
-    draws), at the configured rate. Compared in bfloat16, Keras' draws drop 10.16% for 0.1."""
+    """Mixed precision: a 16-bit input is dropped where a float32 one would be (the draws do not
+    depend on the dtype), at the configured rate. Keras' layer draws bfloat16 uniforms for a
+    bfloat16 input and drops 10.16% for 0.1."""
     import numpy as np
     import tensorflow as tf
 
@@ -99,3 +100,22 @@ def test_16_bit_inputs_get_the_float32_masks_and_rate(dtype):
     dropped = float(np.mean(got == 0))
     assert abs(dropped - 0.1) < 0.0015, dropped  # 5 standard deviations over 10^6 elements
     np.testing.assert_allclose(got[got != 0], 1 / 0.9, rtol=2 ** -7)  # the 16-bit scale
+
+
+def test_gpt_and_bert_dropout_draw_the_same_16_bit_masks():
+    """One dropout draw in the project: seeded alike, GptDropout and BertDropout drop the same
+    elements and scale the rest by the same 65536 / (65536 − 6554) for a rate of 0.1."""
+    import numpy as np
+    import tensorflow as tf
+
+    from bert_tf.gpt.dropout import GptDropout
+    from bert_tf.modeling.dropout import BertDropout
+
+    x = tf.random.stateless_normal([64, 33, 7], seed=[3, 4]) + 5.0
+    gpt, bert = GptDropout(0.1, seed=9), BertDropout(0.1, seed=9)
+    for _ in range(2):
+        got, want = gpt(x, training=True).numpy(), bert(x, training=True).numpy()
+        np.testing.assert_array_equal(got, want)
+    kept = got != 0
+    np.testing.assert_allclose(got[kept] / x.numpy()[kept], 65536 / (65536 - 6554), rtol=1e-6)
+    assert np.array_equal(gpt(x, training=False).numpy(), x.numpy())
