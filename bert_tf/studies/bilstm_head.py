@@ -8,6 +8,7 @@ import keras
 import tensorflow as tf
 
 from bert_tf.gpt.config import GptConfig
+from bert_tf.gpt.dropout import GptDropout
 from bert_tf.gpt.model import GptModel
 
 
@@ -25,7 +26,7 @@ class LtrBiLstmClassifier(keras.Model):
         self.transformer = GptModel(config, classifier=False, name="transformer")
         self.bilstm = keras.layers.Bidirectional(
             keras.layers.LSTM(max(1, config.n_embd // 2)), name="bilstm")
-        self.dropout = keras.layers.Dropout(config.clf_pdrop)
+        self.dropout = GptDropout(config.clf_pdrop)
         self.classifier = keras.layers.Dense(
             num_classes, kernel_initializer=keras.initializers.TruncatedNormal(stddev=0.02),
             name="clf")

@@ -34,6 +34,7 @@ import tensorflow as tf
 
 from bert_tf.feature_extraction import combine_layers
 from bert_tf.modeling import BertConfig, BertEncoder
+from bert_tf.modeling.dropout import BertDropout
 from bert_tf.modeling.encoder import canonical_inputs
 from bert_tf.modeling.serialization import DummyBatchBuilt, init_kwargs_from_saved, register
 
@@ -171,13 +172,13 @@ class FeatureBasedTagger(DummyBatchBuilt, keras.Model):
             self.scalar_mix = ScalarMix(4, name="scalar_mix")
         elif feature_layers == "weighted_sum_all":
             self.scalar_mix = ScalarMix(config.num_hidden_layers, name="scalar_mix")
-        self.feature_dropout = keras.layers.Dropout(dropout_rate, name="feature_dropout")
+        self.feature_dropout = BertDropout(dropout_rate, name="feature_dropout")
         self.bilstms = [
             keras.layers.Bidirectional(
                 keras.layers.LSTM(lstm_units, return_sequences=True, name=f"lstm_{i}"),
                 name=f"bilstm_{i}")
             for i in range(lstm_layers)]
-        self.output_dropout = keras.layers.Dropout(dropout_rate, name="output_dropout")
+        self.output_dropout = BertDropout(dropout_rate, name="output_dropout")
         self.classifier = keras.layers.Dense(
             num_labels, name="classifier",
             kernel_initializer=keras.initializers.TruncatedNormal(

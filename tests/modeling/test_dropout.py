@@ -48,3 +48,39 @@ def test_odd_sizes_and_gradient_is_the_mask():
 def test_noise_shape_rejected():
     with pytest.raises(ValueError, match="noise_shape"):
         BertDropout(0.1, noise_shape=(1, 2))
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_16_bit_inputs_get_the_float32_mask_and_rate(dtype):
+    """Under mixed precision the mask and rate are float32's (Keras' own layer draws bfloat16
+    uniforms for a bfloat16 input and drops 10.16% for 0.1)."""
+    x = tf.ones([1000, 1000])
+    full, half = BertDropout(0.1, seed=5), BertDropout(0.1, seed=5, dtype=f"mixed_{dtype}")
+    want = full(x, training=True).numpy()
+    got = half(tf.cast(x, dtype), training=True)
+    assert got.dtype == dtype
+    got = got.numpy().astype(np.float32)
+    np.testing.assert_array_equal(got != 0, want != 0)
+    assert abs(float(np.mean(got == 0)) - 0.1) < 0.0015  # 5 sigma over 10^6 elements
+
+
+def test_feature_based_heads_drop_the_configured_rate_under_mixed_precision():
+    """The feature-based tagger's dropouts (over frozen features and the BiLSTM output) use
+    BertDropout's draws: 10% of a bfloat16 input for a rate of 0.1."""
+    import keras
+
+    from bert_tf.modeling import BertConfig
+    from bert_tf.tasks.feature_based import FeatureBasedTagger
+
+    config = BertConfig(vocab_size=50, hidden_size=8, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=16)
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        tagger = FeatureBasedTagger(config, num_labels=3, feature_layers="last",
+                                    lstm_units=4, dropout_rate=0.1)
+    finally:
+        keras.config.set_dtype_policy(previous)
+    for layer in (tagger.feature_dropout, tagger.output_dropout):
+        y = layer(tf.ones([1000, 1000], tf.bfloat16), training=True).numpy().astype(np.float32)
+        assert abs(float(np.mean(y == 0)) - 0.1) < 0.0015, layer.name
