@@ -34,7 +34,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.modeling.dropout import (LEVELS, keep_mask_16bit, next_stateless_seed,
-                                      padded_batch_mask, padding_active)
+                                      padded_batch_mask, padding_active, replica_index)
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -42,9 +42,9 @@ class GptDropout(keras.layers.Dropout):
     """`keras.layers.Dropout` with 16-bit draws, whose keep mask can be replaced for a test and
     whose replicas draw their slices of one stream (see module docstring).
 
-    Kept values are scaled by 65536 / (65536 − threshold), threshold = round(rate · 65536) (1 / (1
-    − rate) with injected masks). Any shape; with replicas, the first axis (of the input, and of `noise_shape`) is the batch axis unless
-    `replica_sliced` is False.
+    Kept values are scaled by 65536 / (65536 − threshold), threshold = round(rate · 65536)
+    (1 / (1 − rate) with injected masks). Any shape; with replicas, the first axis (of the input,
+    and of `noise_shape`) is the batch axis unless `replica_sliced` is False.
     """
 
     def __init__(self, rate: float, noise_shape=None, seed=None, replica_sliced: bool = True,
@@ -68,30 +68,20 @@ class GptDropout(keras.layers.Dropout):
             return inputs
         if self.threshold >= LEVELS:
             return tf.zeros_like(inputs)
-        replica = self._replica() if self.replica_sliced else None
+        replica = replica_index() if self.replica_sliced else None
         seed = next_stateless_seed(self.seed_generator)
         scale = tf.constant(LEVELS / (LEVELS - self.threshold), inputs.dtype)
 
-        def draw(shape):
-            if self.noise_shape is None:
-                return tf.where(keep_mask_16bit(seed, shape, self.threshold, replica), scale,
-                                tf.constant(0, inputs.dtype))
-            noise_shape = tf.stack([shape[i] if n is None else n
-                                    for i, n in enumerate(self.noise_shape)])
-            keep = keep_mask_16bit(seed, noise_shape, self.threshold, replica)
-            return tf.broadcast_to(tf.where(keep, scale, tf.constant(0, inputs.dtype)), shape)
+        def draw(shape):  # int32 [rank] -> the scale-or-zero mask of that shape
+            mask_shape = shape if self.noise_shape is None else tf.stack(
+                [shape[i] if n is None else n for i, n in enumerate(self.noise_shape)])
+            keep = keep_mask_16bit(seed, mask_shape, self.threshold, replica)
+            mask = tf.where(keep, scale, tf.constant(0, inputs.dtype))
+            return mask if self.noise_shape is None else tf.broadcast_to(mask, shape)
 
         if padding_active():  # the padded batch's mask, cut to this batch's length
             return inputs * padded_batch_mask(inputs, draw)
         return inputs * draw(tf.shape(inputs))
-
-    @staticmethod
-    def _replica() -> tf.Tensor | None:
-        """This replica's index when there are several in sync (else None)."""
-        context = tf.distribute.get_replica_context()
-        if context is None or context.num_replicas_in_sync <= 1:
-            return None
-        return context.replica_id_in_sync_group
 
 
 @contextlib.contextmanager

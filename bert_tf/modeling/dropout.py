@@ -133,10 +133,15 @@ class BertDropout(keras.layers.Dropout):
 
     def _keep(self, seed: tf.Tensor, shape: tf.Tensor, size: tf.Tensor | None = None) -> tf.Tensor:
         """bool `shape`: the elements kept by the stream of `seed` (this replica's slice)."""
-        replica = tf.distribute.get_replica_context()
-        replica_id = (replica.replica_id_in_sync_group
-                      if replica is not None and replica.num_replicas_in_sync > 1 else None)
-        return keep_mask_16bit(seed, shape, self.threshold, replica_id, size)
+        return keep_mask_16bit(seed, shape, self.threshold, replica_index(), size)
+
+
+def replica_index() -> tf.Tensor | None:
+    """This replica's index in its group when several run in sync (else None: one device)."""
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync <= 1:
+        return None
+    return context.replica_id_in_sync_group
 
 
 def next_stateless_seed(seed_generator: keras.random.SeedGenerator) -> tf.Tensor:
