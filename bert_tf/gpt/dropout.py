@@ -21,8 +21,9 @@ padded batch's.
 Under a strategy with n replicas, each holding one 1/n slice of the global batch, replica r uses
 its slice of the mask one device draws for the global batch (the Philox stream started at the
 replica's offset, as `BertDropout` does), so training with dropout gives the one-device run.
-Keras' own layer would draw the same mask on every replica. The embedding table's dropout (`replica_sliced=False`) is
-the exception: every replica holds the whole table and applies the one mask one device draws.
+Keras' own layer would draw the same mask on every replica. The embedding table's dropout
+(`replica_sliced=False`) is the exception: every replica holds the whole table and applies the
+one mask one device draws.
 """
 from __future__ import annotations
 

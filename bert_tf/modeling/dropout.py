@@ -3,7 +3,8 @@
 BERT drops 10% of every hidden state and of every attention probability while training; on a CPU,
 generating those random numbers is one of the largest costs of a training step after the matmuls.
 `BertDropout` draws 16 random bits per element (two per 32-bit Philox output) and compares them
-with an integer threshold, instead of a float in [0, 1) per element.
+with an integer threshold, instead of a float in [0, 1) per element. GPT-1's
+`bert_tf.gpt.dropout.GptDropout` draws its masks with the same function (`keep_mask_16bit`).
 
 Length-aware training (`bert_tf.training.finetuning` cuts each batch's sequence axis to its
 longest example) keeps the padded path's masks: inside `dropout_masks_at_padded_length(S, L)`,
@@ -113,7 +114,8 @@ class BertDropout(keras.layers.Dropout):
 
     def __init__(self, rate: float, noise_shape=None, seed=None, **kwargs):
         if noise_shape is not None:
-            raise ValueError("BertDropout does not support noise_shape; use keras.layers.Dropout")
+            raise ValueError("BertDropout does not support noise_shape; "
+                             "bert_tf.gpt.dropout.GptDropout draws the same masks with one")
         super().__init__(rate, seed=seed, **kwargs)
         self.threshold = int(round(float(rate) * LEVELS))
 
