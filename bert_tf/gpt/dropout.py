@@ -34,8 +34,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.modeling.dropout import (LEVELS, keep_mask_16bit, next_stateless_seed,
-                                      padded_batch_mask, padding_active, replica_index)
+from bert_tf.modeling.dropout import (LEVELS, dropout_threshold, keep_mask_16bit,
+                                      next_stateless_seed, padded_batch_mask, padding_active,
+                                      replica_index)
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -52,7 +53,7 @@ class GptDropout(keras.layers.Dropout):
                  **kwargs):
         super().__init__(rate, noise_shape=noise_shape, seed=seed, **kwargs)
         self.replica_sliced = bool(replica_sliced)
-        self.threshold = int(round(float(rate) * LEVELS))
+        self.threshold = dropout_threshold(rate)
         self._injected_keep_mask: np.ndarray | None = None
 
     def get_config(self) -> dict:

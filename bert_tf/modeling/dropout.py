@@ -117,7 +117,7 @@ class BertDropout(keras.layers.Dropout):
             raise ValueError("BertDropout does not support noise_shape; "
                              "bert_tf.gpt.dropout.GptDropout draws the same masks with one")
         super().__init__(rate, seed=seed, **kwargs)
-        self.threshold = int(round(float(rate) * LEVELS))
+        self.threshold = dropout_threshold(rate)
 
     def call(self, inputs, training=False):
         if not training or self.threshold == 0:
@@ -144,6 +144,12 @@ def replica_index() -> tf.Tensor | None:
     if context is None or context.num_replicas_in_sync <= 1:
         return None
     return context.replica_id_in_sync_group
+
+
+def dropout_threshold(rate: float) -> int:
+    """A rate's 16-bit threshold: round(rate · 65536) (0.1 -> 6554, a drop probability of
+    0.10000610); 0 drops nothing, 65536 everything."""
+    return int(round(float(rate) * LEVELS))
 
 
 def next_stateless_seed(seed_generator: keras.random.SeedGenerator) -> tf.Tensor:
