@@ -40,6 +40,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 ADAPTER = os.path.join(HERE, "peers", "bert_tf_impl.py")
+# Not an implementation: the step's matrix products alone (a lower bound; peers/matmul_floor_impl.py).
+FLOOR_ADAPTER = os.path.join(HERE, "peers", "matmul_floor_impl.py")
 # ../shared/bench-peers next to the checkout (BENCH_PEERS_DIR or --harness to use another).
 DEFAULT_HARNESS = os.environ.get("BENCH_PEERS_DIR", os.path.normpath(
     os.path.join(REPO, "..", "shared", "bench-peers")))
@@ -51,6 +53,7 @@ IMPLS = {
     "modelgarden": ("mg21", "modelgarden", "official.nlp.modeling"),
     "kerashub": ("kh", "kerashub", "keras_hub"),
     "kerashub_nsp": ("kh", "kerashub_nsp", "keras_hub"),
+    "matmul_floor": ("bert_tf", FLOOR_ADAPTER, "bert_tf.training"),
 }
 PEERS = ("modelgarden", "kerashub", "kerashub_nsp")
 
@@ -62,7 +65,7 @@ TASK_DEFAULTS = {
 
 
 def default_python(name: str, venvs: str) -> str:
-    if name == "bert_tf":
+    if IMPLS[name][0] == "bert_tf":  # bert_tf and the matmul floor: the project's venv
         venv_py = os.path.join(REPO, ".venv", "bin", "python")
         return venv_py if os.path.exists(venv_py) else sys.executable
     return os.path.join(venvs, IMPLS[name][0], "bin", "python")
@@ -99,6 +102,25 @@ def wait_quiet(max_wait_s: float, thresh: float = 0.05, window: float = 2.0) -> 
         frac = (_busy_jiffies() - b0) / hz / (window * ncpu)
         if frac < thresh or time.time() > t_end:
             return frac
+
+
+def cpu_description() -> dict:
+    """The CPU the run measured (/proc/cpuinfo): figures from different machine kinds differ."""
+    info = {"cpu_count": os.cpu_count()}
+    try:
+        with open("/proc/cpuinfo") as f:
+            text = f.read()
+    except OSError:
+        return info
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "model name" and "model_name" not in info:
+            info["model_name"] = value.strip()
+        elif key.strip() == "flags" and "matmul_isa" not in info:
+            flags = set(value.split())
+            info["matmul_isa"] = sorted(flags & {"avx2", "avx512f", "avx512_bf16", "amx_bf16",
+                                                 "amx_tile", "avx512_vnni"})
+    return info
 
 
 def log(msg: str) -> None:
@@ -215,6 +237,8 @@ def impl_name_of(r: dict) -> str:
     impl = r.get("impl", "")
     if impl.endswith(".py") and os.path.basename(impl) == os.path.basename(ADAPTER):
         return "bert_tf"
+    if impl.endswith(".py") and os.path.basename(impl) == os.path.basename(FLOOR_ADAPTER):
+        return "matmul_floor"
     return impl
 
 
@@ -276,10 +300,17 @@ def summarize(records: list[dict], peak: float | None, jits: list[int], impls: l
                  if p in results and key in results[p]}
         for p, v in peers.items():
             rat[f"bert_tf/{p}"] = round(ours["seq_per_s"] / v, 3)
+        floor = results.get("matmul_floor", {}).get(key)
+        if floor:
+            # The share of the matrix-products-only step that bert_tf's step reaches.
+            rat["bert_tf/matmul_floor"] = round(ours["seq_per_s"] / floor["seq_per_s"], 3)
         if peers:
             fastest = max(peers, key=peers.get)
             rat["faster_peer"] = fastest
             rat["bert_tf/faster_peer"] = round(ours["seq_per_s"] / peers[fastest], 3)
+            if floor:
+                # The highest bert_tf / faster-peer ratio the matrix products alone leave possible.
+                rat["matmul_floor/faster_peer"] = round(floor["seq_per_s"] / peers[fastest], 3)
         else:
             rat["note"] = "no peer result for this setting (see 'missing' / 'errors')"
         ratios[key] = rat
@@ -410,6 +441,7 @@ def main() -> None:
         "precision": args.precision,
         "passes": args.passes, "steps_wanted_per_pass": args.steps, "warmup": args.warmup,
         "foreign_cpu_max": 0.05,
+        "cpu": cpu_description(),
         "peak_fp32_gflops": peak, "peak": peak_info,
         "impls_requested": impls, "pythons": pythons, "missing": missing,
         "bert_tf_optimizer": (None if args.task != "pretrain" else "keras.optimizers.Adam"
