@@ -34,6 +34,9 @@ TF intra-op / torch.set_num_threads) and one inter-op thread:
     (`length_batching.trim_padding`; one tf.function with a dynamic sequence axis), with the
     padded batch's dropout masks (`make_train_step(padded_length=, length_key=)`); prediction
     on length-sorted batches (`length_batching.predict_length_bucketed`);
+  * bert_tf_length_bf16 (not in the default --variants): bert_tf_length with the model built
+    and run under `--mixed_precision=mixed_bfloat16` (bf16 compute, float32 variables, float32
+    logits; `bert_tf.training.precision`);
   * hf_torch: transformers' models in train mode, torch AdamW (weight decay 0.01) with linear
     warm-up/decay, `clip_grad_norm_(1.0)`; every batch padded to its longest example, as
     `DataCollatorWithPadding` does; prediction under `torch.inference_mode()` in example order.
@@ -62,11 +65,12 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 TASKS = {"mrpc": 128, "imdb": 256, "conll": 128}
-VARIANTS = ("bert_tf_padded", "bert_tf_length", "hf_torch")
+VARIANTS = ("bert_tf_padded", "bert_tf_length", "hf_torch", "bert_tf_length_bf16")
+DEFAULT_VARIANTS = VARIANTS[:3]
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("tasks", list(TASKS), f"Tasks, of {list(TASKS)}.")
-flags.DEFINE_list("variants", list(VARIANTS), f"Variants, of {list(VARIANTS)}.")
+flags.DEFINE_list("variants", list(DEFAULT_VARIANTS), f"Variants, of {list(VARIANTS)}.")
 flags.DEFINE_integer("passes", 3, "Passes (one process per variant and task in each).")
 flags.DEFINE_integer("train_steps", 1, "Timed fine-tuning steps per pass.")
 flags.DEFINE_integer("warmup_steps", 1, "Untimed steps before the first pass (tracing).")
@@ -150,6 +154,14 @@ def _batches(arrays: dict, batch_size: int, count: int):
 
 
 def _run_bert_tf(spec: dict, arrays: dict) -> dict:
+    from bert_tf.training.precision import precision_policy
+
+    # bert_tf_length_bf16: bert_tf_length under --mixed_precision=mixed_bfloat16.
+    with precision_policy("mixed_bfloat16" if spec["variant"].endswith("_bf16") else "float32"):
+        return _run_bert_tf_under_policy(spec, arrays)
+
+
+def _run_bert_tf_under_policy(spec: dict, arrays: dict) -> dict:
     import numpy as np
     import tensorflow as tf
 
@@ -170,7 +182,7 @@ def _run_bert_tf(spec: dict, arrays: dict) -> dict:
     _, _, model = load_bert(os.path.join(ckpt, "bert_config.json"),
                             os.path.join(ckpt, "vocab.txt"),
                             os.path.join(ckpt, "bert_model.ckpt"), model_factory=factory)
-    length = spec["variant"] == "bert_tf_length"
+    length = spec["variant"] in ("bert_tf_length", "bert_tf_length_bf16")
     result = {}
     if spec["train_steps"] > 0:
         steps = spec["warmup_steps"] + spec["train_steps"] * spec["passes"]

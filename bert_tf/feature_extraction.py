@@ -120,7 +120,8 @@ def extract_features(encoder: BertEncoder, tokenizer, examples: Sequence[InputEx
     def run(ids, mask, types):
         out = encoder({"input_word_ids": ids, "input_mask": mask, "input_type_ids": types},
                       training=False)
-        return tf.stack([out["encoder_outputs"][i] for i in layer_indexes])
+        # float32 values under a 16-bit policy too (the JSON holds 6 decimals of them)
+        return tf.cast(tf.stack([out["encoder_outputs"][i] for i in layer_indexes]), tf.float32)
 
     for start in range(0, len(packed), batch_size):
         chunk = packed[start:start + batch_size]

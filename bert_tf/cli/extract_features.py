@@ -13,12 +13,15 @@ from bert_tf.cli import run_tool
 from bert_tf.errors import UserInputError
 from bert_tf.options import option
 from bert_tf.training.distribution import DistributionOptions
+from bert_tf.training.precision import (FINETUNING_PRECISION_POLICIES,
+                                        runs_under_precision_policy)
 
 
 @dataclasses.dataclass(kw_only=True)
 class ExtractFeaturesOptions(DistributionOptions):
     """The original extract_features.py flags. The TPU flags are accepted for drop-in command
-    lines; features are computed on the local devices."""
+    lines; features are computed on the local devices (`--mixed_precision=mixed_bfloat16`:
+    in 16 bits, written as float32 values)."""
 
     input_file: str = option(help="Text file, one example per line (`a` or `a ||| b`).")
     output_file: str = option(help="JSON-lines output file.")
@@ -38,6 +41,7 @@ class ExtractFeaturesOptions(DistributionOptions):
                                           "embeddings are always gathered.")
 
 
+@runs_under_precision_policy(FINETUNING_PRECISION_POLICIES)
 def extract(opts: ExtractFeaturesOptions) -> int:
     """Writes the features of every input line; returns the number of examples."""
     from bert_tf import feature_extraction

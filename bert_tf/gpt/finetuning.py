@@ -44,6 +44,8 @@ from bert_tf.gpt.input_transforms import (InputTransformError, SpecialTokens,
 from bert_tf.gpt.optimization import SCHEDULES
 from bert_tf.options import option
 from bert_tf.training.distribution import DistributionOptions
+from bert_tf.training.precision import (FINETUNING_PRECISION_POLICIES,
+                                        runs_under_precision_policy)
 
 TASK_KINDS = {
     "cola": "classification", "sst-2": "classification", "imdb": "classification",
@@ -413,6 +415,7 @@ def _served_texts(splits: dict, limit: int = 5000) -> list[str]:
     return texts[:limit]
 
 
+@runs_under_precision_policy(FINETUNING_PRECISION_POLICIES)
 def run_gpt_classifier(opts: GptClassifierRunOptions) -> dict:
     """One run of tools/run_gpt_classifier.py: optional fine-tuning, evaluation, prediction.
 

@@ -42,6 +42,7 @@ from bert_tf.gpt.params_io import SHAPES_FILE, load_original_params, save_origin
 from bert_tf.training.distribution import (DistributionOptions, check_global_batch,
                                            check_tpu_paths, create_strategy_from_options)
 from bert_tf.training.pretraining_loop import PretrainingLoopOptions, PretrainingTrainer
+from bert_tf.training.precision import runs_under_precision_policy
 
 __all__ = ["GptTrainerOptions", "GptPretrainingTrainer", "GptPretrainingRun", "load_gpt_weights",
            "lm_input_fn", "run_gpt_pretraining", "ORIGINAL_PARAMS_DIR"]
@@ -267,7 +268,6 @@ class GptPretrainingRun(DistributionOptions, GptTrainerOptions):
       max_eval_steps: Maximum number of eval steps.
       keep_checkpoint_max: How many recent training checkpoints to keep.
       jit_compile: XLA-compile the train step.
-      mixed_precision: Keras mixed-precision policy.
       export_dir: Also export the trained LM as a SavedModel here (token_ids -> hidden_states,
         lm_logits, next_token_logits).
       seed: Seed for initialisation, dropout and input shuffling.
@@ -279,12 +279,11 @@ class GptPretrainingRun(DistributionOptions, GptTrainerOptions):
     do_train: bool = False
     do_eval: bool = False
     lr_schedule: str = option("warmup_cosine", choices=tuple(SCHEDULES))
-    mixed_precision: str = option("float32", choices=("float32", "mixed_bfloat16",
-                                                      "mixed_float16"))
     export_dir: str | None = None
     seed: int = 12345
 
 
+@runs_under_precision_policy()
 def run_gpt_pretraining(run: GptPretrainingRun) -> dict:
     """Trains and/or evaluates as the options say; returns {"train": records, "eval": metrics,
     "original_params": folder, "export_dir": path, "curves": png}.
@@ -293,7 +292,6 @@ def run_gpt_pretraining(run: GptPretrainingRun) -> dict:
     `original_params/` (the original layout), `eval_results.txt`, `curves.png`.
     """
     from bert_tf.pretraining_data.tfrecord_reader import expand_input_files
-    from bert_tf.training.pretraining_loop import set_mixed_precision
 
     if not (run.do_train or run.do_eval):
         raise UserInputError("at least one of --do_train or --do_eval must be True")
@@ -305,7 +303,6 @@ def run_gpt_pretraining(run: GptPretrainingRun) -> dict:
         check_tpu_paths([*train_files, *eval_files], "--input_file")
         check_tpu_paths([run.output_dir], "--output_dir")
     strategy = create_strategy_from_options(run)  # before TF runs any op (multi-worker)
-    set_mixed_precision(run.mixed_precision)
     keras.utils.set_random_seed(run.seed)
     check_global_batch(run.train_batch_size, strategy, "--train_batch_size")
     check_global_batch(run.eval_batch_size, strategy, "--eval_batch_size")

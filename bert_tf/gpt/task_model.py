@@ -105,7 +105,9 @@ class GptClassifier(keras.Model):
             states = self.clf_dropout(states[:, tf.newaxis], training=training)[:, 0]
             logits = tf.matmul(states, tf.cast(self.clf_w, states.dtype))
             logits = logits + tf.cast(self.clf_b, states.dtype)
-        result = {"logits": logits, "hidden_states": hidden}
+        # float32 under a 16-bit policy (probabilities, losses and metrics from full-precision
+        # logits); a no-op in float32.
+        result = {"logits": tf.cast(logits, tf.float32), "hidden_states": hidden}
         if with_lm_logits:
             result["lm_logits"] = out["lm_logits"]
         return result

@@ -2,9 +2,10 @@
 
 Each model owns a `BertEncoder` as `.encoder` and its head(s); each `call` returns a dict of named
 tensors so that losses, metrics and SavedModel signatures refer to outputs by name. The fine-tuning
-models return exactly their predictions (`logits`, or `start_logits` and `end_logits`), so that
-`compile(loss=..., metrics=...)` pairs them with the labels as Keras does for any model (a plain
-label array for a one-output model, or a dict keyed by output name). Every model round-trips
+models return exactly their predictions (`logits`, or `start_logits` and `end_logits`; float32
+under a mixed-precision policy too), so that `compile(loss=..., metrics=...)` pairs them with the
+labels as Keras does for any model (a plain label array for a one-output model, or a dict keyed by
+output name). Every model round-trips
 through `.keras` (`model.save`, `keras.models.load_model`); see `serialization`.
 """
 from __future__ import annotations
@@ -19,6 +20,13 @@ from bert_tf.modeling.encoder import BertEncoder, canonical_inputs
 from bert_tf.modeling.heads import (ClassificationHead, MaskedLMHead, MultipleChoiceHead,
                                     NextSentenceHead, SpanHead, TokenClassificationHead)
 from bert_tf.modeling.serialization import DummyBatchBuilt, init_kwargs_from_saved, register
+
+
+def _float32(logits: tf.Tensor) -> tf.Tensor:
+    """A fine-tuning model's logits in float32 under a 16-bit policy (probabilities, losses,
+    n-best spans and metrics from full-precision logits, as Keras' mixed-precision guide has the
+    last layer); a no-op in float32."""
+    return tf.cast(logits, tf.float32)
 
 
 def _dummy_inputs(seq_len: int = 2, batch: int = 1) -> dict[str, tf.Tensor]:
@@ -123,7 +131,7 @@ class BertClassifier(DummyBatchBuilt, keras.Model):
 
     def call(self, inputs: Mapping[str, tf.Tensor], training: bool | None = None) -> dict:
         outputs = self.encoder(canonical_inputs(inputs), training=training)
-        return {"logits": self.classifier(outputs["pooled_output"], training=training)}
+        return {"logits": _float32(self.classifier(outputs["pooled_output"], training=training))}
 
     def build_from_config_shapes(self, seq_len: int = 2) -> "BertClassifier":
         self(_dummy_inputs(seq_len))
@@ -152,7 +160,7 @@ class BertSpanLabeler(DummyBatchBuilt, keras.Model):
     def call(self, inputs: Mapping[str, tf.Tensor], training: bool | None = None) -> dict:
         outputs = self.encoder(canonical_inputs(inputs), training=training)
         start, end = self.span(outputs["sequence_output"])
-        return {"start_logits": start, "end_logits": end}
+        return {"start_logits": _float32(start), "end_logits": _float32(end)}
 
     def build_from_config_shapes(self, seq_len: int = 2) -> "BertSpanLabeler":
         self(_dummy_inputs(seq_len))
@@ -183,7 +191,8 @@ class BertTokenClassifier(DummyBatchBuilt, keras.Model):
 
     def call(self, inputs: Mapping[str, tf.Tensor], training: bool | None = None) -> dict:
         outputs = self.encoder(canonical_inputs(inputs), training=training)
-        return {"logits": self.token_classifier(outputs["sequence_output"], training=training)}
+        return {"logits": _float32(self.token_classifier(outputs["sequence_output"],
+                                                         training=training))}
 
     def build_from_config_shapes(self, seq_len: int = 2) -> "BertTokenClassifier":
         self(_dummy_inputs(seq_len))
@@ -218,7 +227,8 @@ class BertMultipleChoice(DummyBatchBuilt, keras.Model):
     def call(self, inputs: Mapping[str, tf.Tensor], training: bool | None = None) -> dict:
         flat = {k: tf.reshape(v, [-1, tf.shape(v)[-1]]) for k, v in canonical_inputs(inputs).items()}
         outputs = self.encoder(flat, training=training)
-        return {"logits": self.multiple_choice(outputs["pooled_output"], training=training)}
+        return {"logits": _float32(self.multiple_choice(outputs["pooled_output"],
+                                                        training=training))}
 
     def build_from_config_shapes(self, seq_len: int = 2) -> "BertMultipleChoice":
         inputs = {k: tf.tile(v[:, tf.newaxis], [1, self.num_choices, 1])

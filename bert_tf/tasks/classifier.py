@@ -42,6 +42,8 @@ from bert_tf.tasks import glue
 from bert_tf.tasks.results import format_eval_results, softmax, write_eval_results
 from bert_tf.tasks.run_checks import check_common_options
 from bert_tf.tasks.run_options import EvaluatingRunOptions
+from bert_tf.training.precision import (FINETUNING_PRECISION_POLICIES,
+                                        runs_under_precision_policy)
 
 
 @dataclasses.dataclass
@@ -267,6 +269,7 @@ def read_diagnostic(path: str) -> glue.EvalSplit:
 # ---------------------------------------------------------------------------------------------
 # One run
 # ---------------------------------------------------------------------------------------------
+@runs_under_precision_policy(FINETUNING_PRECISION_POLICIES)
 def run_classifier(opts: ClassifierRunOptions) -> dict:
     """One run of tools/run_classifier.py: optional fine-tuning, evaluation, prediction.
 

@@ -39,6 +39,8 @@ from bert_tf.tasks.results import softmax, write_eval_results, write_train_resul
 from bert_tf.tasks.run_options import EvaluatingRunOptions
 from bert_tf.tasks.run_checks import (check_common_options, check_modes_and_files,
                                       files_from_data_dir)
+from bert_tf.training.precision import (FINETUNING_PRECISION_POLICIES,
+                                        runs_under_precision_policy)
 
 NUM_CHOICES = 4
 REQUIRED_COLUMNS = ("sent1", "sent2", *(f"ending{i}" for i in range(NUM_CHOICES)))
@@ -272,6 +274,7 @@ def validate_options(opts: SwagRunOptions, config=None) -> None:
     check_common_options(opts, config)
 
 
+@runs_under_precision_policy(FINETUNING_PRECISION_POLICIES)
 def run_swag(opts: SwagRunOptions) -> dict:
     """One run of tools/run_swag.py: optional fine-tuning, evaluation and prediction.
 

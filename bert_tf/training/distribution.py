@@ -9,13 +9,15 @@ import tensorflow as tf
 
 from bert_tf.errors import UserInputError
 from bert_tf.options import option
+from bert_tf.training.precision import PRECISION_POLICIES
 
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
 
 
 @dataclasses.dataclass(kw_only=True)
 class DistributionOptions:
-    """Where a run trains: the original scripts' TPU flags plus `--distribution_strategy`.
+    """Where a run trains: the original scripts' TPU flags plus `--distribution_strategy`, and how
+    it computes there (`--mixed_precision`, `bert_tf.training.precision`).
 
     Shared by every pretraining and fine-tuning run's options (they inherit it), so the flags are
     declared once. `strategy_name` resolves `--use_tpu`; `create_strategy_from_options` builds
@@ -39,6 +41,10 @@ class DistributionOptions:
                                 "cores, a different count is logged.")
     iterations_per_loop: int = option(1000, "How many steps to run per host loop (and per "
                                       "progress line).")
+    mixed_precision: str = option(
+        "float32", "Keras mixed-precision policy: float32, mixed_bfloat16 (16-bit compute, float32 "
+        "variables and losses) or mixed_float16 (pretraining only: it adds dynamic loss "
+        "scaling).", choices=PRECISION_POLICIES)
 
     @property
     def strategy_name(self) -> str:

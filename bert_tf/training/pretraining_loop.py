@@ -463,11 +463,3 @@ def _format_eta(seconds: float) -> str:
         return "?"
     seconds = int(seconds)
     return f"{seconds // 3600:d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
-
-
-def set_mixed_precision(policy: str) -> None:
-    """Sets the Keras policy: "float32", "mixed_bfloat16", or "mixed_float16" (the trainer then
-    adds dynamic loss scaling). Variables stay float32; losses are computed in float32."""
-    if policy not in ("float32", "mixed_bfloat16", "mixed_float16"):
-        raise ValueError(f"unknown --mixed_precision {policy!r}")
-    keras.mixed_precision.set_global_policy(policy)

@@ -15,8 +15,8 @@ from bert_tf.options import option
 from bert_tf.pretraining_data.tfrecord_reader import expand_input_files, pretraining_dataset
 from bert_tf.training.distribution import (DistributionOptions, check_global_batch,
                                            check_tpu_paths, create_strategy_from_options)
-from bert_tf.training.pretraining_loop import (PretrainingTrainer, TrainerOptions,
-                                               set_mixed_precision)
+from bert_tf.training.pretraining_loop import PretrainingTrainer, TrainerOptions
+from bert_tf.training.precision import runs_under_precision_policy
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -54,7 +54,6 @@ class PretrainingRun(DistributionOptions, TrainerOptions):
         false = every position, as the original.
       xla_gelu: While training, compute the FFN's GELU as two XLA-compiled elementwise kernels
         (same values up to float rounding); false = TensorFlow's op-by-op GELU.
-      mixed_precision: Keras mixed-precision policy.
       optimizer: adamw = the original's AdamWeightDecay; lamb = LAMB.
       export_dir: Also export the trained encoder as a SavedModel here.
       seed: Seed for initialisation, dropout and input shuffling.
@@ -68,14 +67,13 @@ class PretrainingRun(DistributionOptions, TrainerOptions):
     max_predictions_per_seq: int = 20
     do_train: bool = False
     do_eval: bool = False
-    mixed_precision: str = option("float32", choices=("float32", "mixed_bfloat16",
-                                                      "mixed_float16"))
     optimizer: str = option("adamw", choices=("adamw", "lamb"))
     export_dir: str | None = None
     seed: int = 12345
     plot_curves: bool = True
 
 
+@runs_under_precision_policy()
 def run_pretraining(run: PretrainingRun) -> dict:
     """Trains and/or evaluates as the flags say; returns {"train": records, "eval": metrics}."""
     if not (run.do_train or run.do_eval):
@@ -91,7 +89,6 @@ def run_pretraining(run: PretrainingRun) -> dict:
         check_tpu_paths([run.output_dir], "--output_dir")
     # The strategy first: multi-worker collectives must be configured before TF runs any op.
     strategy = create_strategy_from_options(run)
-    set_mixed_precision(run.mixed_precision)
     keras.utils.set_random_seed(run.seed)
     check_global_batch(run.train_batch_size, strategy, "--train_batch_size")
     check_global_batch(run.eval_batch_size, strategy, "--eval_batch_size")

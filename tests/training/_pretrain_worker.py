@@ -27,8 +27,8 @@ import keras  # noqa: E402
 
 from bert_tf.modeling import BertConfig  # noqa: E402
 from bert_tf.training.distribution import create_strategy  # noqa: E402
-from bert_tf.training.pretraining_loop import (PretrainingTrainer, TrainerOptions,  # noqa: E402
-                                      set_mixed_precision)
+from bert_tf.training.precision import set_mixed_precision  # noqa: E402
+from bert_tf.training.pretraining_loop import PretrainingTrainer, TrainerOptions  # noqa: E402
 
 set_mixed_precision(os.environ.get("BERT_TF_POLICY", "float32"))
 

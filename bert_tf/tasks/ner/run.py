@@ -24,6 +24,8 @@ from bert_tf.tasks.results import write_eval_results, write_train_results
 from bert_tf.tasks.run_checks import (MODE_FILES, check_common_options, check_modes_and_files,
                                       files_from_data_dir)
 from bert_tf.tasks.run_options import EvaluatingRunOptions
+from bert_tf.training.precision import (FINETUNING_PRECISION_POLICIES,
+                                        runs_under_precision_policy)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -180,6 +182,7 @@ def _predict_and_write(model, sentences: Sequence[NerSentence], tokenizer,
     return metrics
 
 
+@runs_under_precision_policy(FINETUNING_PRECISION_POLICIES)
 def run_ner(opts: NerRunOptions) -> dict:
     """One run of tools/run_ner.py: optional training, evaluation and prediction.
 

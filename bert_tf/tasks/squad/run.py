@@ -18,6 +18,8 @@ from bert_tf.tasks.squad.features import (InputFeatures, check_lengths,
                                           convert_examples_to_features, features_to_arrays)
 from bert_tf.tasks.squad.reading import (examples_from_squad_data, load_squad_json,
                                          read_squad_examples)
+from bert_tf.training.precision import (FINETUNING_PRECISION_POLICIES,
+                                        runs_under_precision_policy)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -184,6 +186,7 @@ def evaluate_predictions(data: Sequence[Mapping[str, Any]], preds,
                                   warn=logging.warning))
 
 
+@runs_under_precision_policy(FINETUNING_PRECISION_POLICIES)
 def run_squad(opts: SquadRunOptions) -> dict:
     """One run of tools/run_squad.py: optional fine-tuning, then optional prediction + scoring.
 
