@@ -37,6 +37,7 @@ TF intra-op / torch.set_num_threads) and one inter-op thread:
   * bert_tf_length_bf16 (not in the default --variants): bert_tf_length with the model built
     and run under `--mixed_precision=mixed_bfloat16` (bf16 compute, float32 variables, float32
     logits; `bert_tf.training.precision`);
+  * hf_torch_bf16 (not in the defaults): hf_torch under `torch.autocast("cpu", bfloat16)`;
   * hf_torch: transformers' models in train mode, torch AdamW (weight decay 0.01) with linear
     warm-up/decay, `clip_grad_norm_(1.0)`; every batch padded to its longest example, as
     `DataCollatorWithPadding` does; prediction under `torch.inference_mode()` in example order.
@@ -65,7 +66,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 TASKS = {"mrpc": 128, "imdb": 256, "conll": 128}
-VARIANTS = ("bert_tf_padded", "bert_tf_length", "hf_torch", "bert_tf_length_bf16")
+VARIANTS = ("bert_tf_padded", "bert_tf_length", "hf_torch", "bert_tf_length_bf16",
+            "hf_torch_bf16")
 DEFAULT_VARIANTS = VARIANTS[:3]
 
 FLAGS = flags.FLAGS
@@ -249,6 +251,12 @@ def _run_hf(spec: dict, arrays: dict) -> dict:
             out["labels"] = torch.from_numpy(batch["label_ids"].astype(np.int64))
         return out
 
+    # hf_torch_bf16: torch's CPU autocast to bfloat16 (float32 weights and optimizer).
+    bf16 = spec["variant"] == "hf_torch_bf16"
+
+    def autocast():
+        return torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16)
+
     result = {}
     if spec["train_steps"] > 0:
         steps = spec["warmup_steps"] + spec["train_steps"] * spec["passes"]
@@ -260,7 +268,8 @@ def _run_hf(spec: dict, arrays: dict) -> dict:
                    _batches(arrays, spec["train_batch_size"], steps)]
 
         def step(batch):
-            loss = model(**batch).loss
+            with autocast():
+                loss = model(**batch).loss
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
@@ -287,10 +296,10 @@ def _run_hf(spec: dict, arrays: dict) -> dict:
         result["predict_examples_per_s"] = []
         for _ in range(spec["passes"]):
             start = time.perf_counter()
-            with torch.inference_mode():
+            with torch.inference_mode(), autocast():
                 for i in range(0, len(inputs["input_mask"]), size):
                     batch = _cut_to_longest({k: v[i:i + size] for k, v in inputs.items()}, None)
-                    model(**to_torch(batch)).logits.numpy()
+                    model(**to_torch(batch)).logits.float().numpy()
             result["predict_examples_per_s"].append(len(inputs["input_mask"]) / (
                 time.perf_counter() - start))
     return result
@@ -303,7 +312,7 @@ def run_worker(spec: dict) -> dict:
     with np.load(spec["arrays_file"]) as data:
         arrays = {k: data[k] for k in data.files}
     arrays["num_labels"] = int(arrays.pop("num_labels"))
-    if spec["variant"] == "hf_torch":
+    if spec["variant"].startswith("hf_torch"):
         return _run_hf(spec, arrays)
     return _run_bert_tf(spec, arrays)
 
@@ -396,13 +405,14 @@ def main(argv):
                 "predict_examples_per_s": _median(values["predict_examples_per_s"]),
                 "predict_examples_per_s_per_pass": values["predict_examples_per_s"],
                 "train_mean_length": values.get("train_mean_length")}
-        hf = summary[task].get("hf_torch")
-        if hf:
-            summary[task]["ratios_vs_hf_torch"] = {
-                f"{variant}_{key}": (round(summary[task][variant][key] / hf[key], 3)
-                                     if summary[task][variant][key] and hf[key] else None)
-                for variant in by_variant if variant != "hf_torch"
-                for key in ("train_steps_per_s", "predict_examples_per_s")}
+        for base in ("hf_torch", "hf_torch_bf16"):
+            hf = summary[task].get(base)
+            if hf:
+                summary[task][f"ratios_vs_{base}"] = {
+                    f"{variant}_{key}": (round(summary[task][variant][key] / hf[key], 3)
+                                         if summary[task][variant][key] and hf[key] else None)
+                    for variant in by_variant if variant != base
+                    for key in ("train_steps_per_s", "predict_examples_per_s")}
     import tensorflow as tf
     import torch
     import transformers
