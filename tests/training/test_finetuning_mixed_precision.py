@@ -5,6 +5,7 @@ and mixed_float16 (no loss scaling in the fine-tuning step) is refused in one li
 from __future__ import annotations
 
 import json
+import pathlib
 import random
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from bert_tf.modeling import (BertClassifier, BertConfig, BertMultipleChoice, Be
 from bert_tf.training.precision import (FINETUNING_PRECISION_POLICIES, precision_policy,
                                         runs_under_precision_policy)
 
-from conftest import PROJECT_ROOT
+PROJECT_ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 # A real configuration's dropout (0.1), at a size that trains in seconds.
 CONFIG = {"attention_probs_dropout_prob": 0.1, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
