@@ -120,6 +120,24 @@ def test_mrpc_similarity_trains_and_evaluates_with_the_official_metric(data, tmp
     assert _results(out / "eval_results.txt") == metrics
 
 
+def test_mixed_bfloat16_run_trains_and_exports_float32_probabilities(data, tmp_path):
+    import keras
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401 (the in-graph tokenizer's ops)
+    from bert_tf.gpt.finetuning import run_gpt_classifier
+    result = run_gpt_classifier(_opts(data, "mrpc", tmp_path / "mrpc", max_text_length=30,
+                                      mixed_precision="mixed_bfloat16",
+                                      export_dir=str(tmp_path / "export")))
+    assert keras.mixed_precision.global_policy().name == "float32"  # restored after the run
+    assert all(math.isfinite(h["loss"]) for h in result["train"]["history"])
+    served = tf.saved_model.load(str(tmp_path / "export" / "1"))
+    probs = served.signatures["serving_default"](
+        text_a=tf.constant(["A good film .", "A bad film ."]),
+        text_b=tf.constant(["A fine film .", "A good film ."]))["probabilities"]
+    assert probs.dtype == tf.float32 and probs.shape == (2, 2)
+    np.testing.assert_allclose(probs.numpy().sum(axis=1), 1.0, rtol=1e-6)
+
+
 def test_aux_lm_loss_weight(data, tmp_path):
     """Same init, same dropout draws: the first step's loss with lm_coef=0.5 exceeds the one with
     lm_coef=0 by half the LM loss, which for fresh weights is about ln(table rows)."""
