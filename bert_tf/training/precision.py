@@ -20,11 +20,17 @@ FINETUNING_PRECISION_POLICIES = ("float32", "mixed_bfloat16")
 _Run = TypeVar("_Run", bound=Callable)
 
 
+def _check_policy(policy: str, allowed: tuple[str, ...]) -> None:
+    if policy not in allowed:
+        extra = (" (mixed_float16 needs loss scaling, which only pretraining adds)"
+                 if policy == "mixed_float16" else "")
+        raise UserInputError(f"--mixed_precision={policy!r}: expected one of "
+                             f"{', '.join(allowed)}{extra}")
+
+
 def set_mixed_precision(policy: str) -> None:
     """Sets Keras' global policy to `policy`, one of PRECISION_POLICIES."""
-    if policy not in PRECISION_POLICIES:
-        raise UserInputError(f"--mixed_precision={policy!r}: expected one of "
-                             f"{', '.join(PRECISION_POLICIES)}")
+    _check_policy(policy, PRECISION_POLICIES)
     import keras
 
     keras.mixed_precision.set_global_policy(policy)
@@ -35,11 +41,7 @@ def precision_policy(policy: str, allowed: tuple[str, ...] = PRECISION_POLICIES
                      ) -> Iterator[None]:
     """Computes under `policy` inside the block and restores the previous global policy after
     it (models built inside keep the policy they were built with)."""
-    if policy not in allowed:
-        extra = (" (mixed_float16 needs loss scaling, which only pretraining adds)"
-                 if policy == "mixed_float16" else "")
-        raise UserInputError(f"--mixed_precision={policy!r}: expected one of "
-                             f"{', '.join(allowed)}{extra}")
+    _check_policy(policy, allowed)
     import keras
 
     previous = keras.mixed_precision.global_policy()
