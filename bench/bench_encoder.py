@@ -37,6 +37,8 @@ import subprocess
 import sys
 import time
 
+from host import cpu_description
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 ADAPTER = os.path.join(HERE, "peers", "bert_tf_impl.py")
@@ -102,25 +104,6 @@ def wait_quiet(max_wait_s: float, thresh: float = 0.05, window: float = 2.0) -> 
         frac = (_busy_jiffies() - b0) / hz / (window * ncpu)
         if frac < thresh or time.time() > t_end:
             return frac
-
-
-def cpu_description() -> dict:
-    """The CPU the run measured (/proc/cpuinfo): figures from different machine kinds differ."""
-    info = {"cpu_count": os.cpu_count()}
-    try:
-        with open("/proc/cpuinfo") as f:
-            text = f.read()
-    except OSError:
-        return info
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "model name" and "model_name" not in info:
-            info["model_name"] = value.strip()
-        elif key.strip() == "flags" and "matmul_isa" not in info:
-            flags = set(value.split())
-            info["matmul_isa"] = sorted(flags & {"avx2", "avx512f", "avx512_bf16", "amx_bf16",
-                                                 "amx_tile", "avx512_vnni"})
-    return info
 
 
 def log(msg: str) -> None:

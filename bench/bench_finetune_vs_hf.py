@@ -61,6 +61,7 @@ import tempfile
 import time
 
 from absl import app, flags
+from host import cpu_description
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -429,7 +430,7 @@ def main(argv):
         "results": summary, "errors": errors,
         "environment": {"python": platform.python_version(), "tensorflow": tf.__version__,
                         "torch": torch.__version__, "transformers": transformers.__version__,
-                        "cpu_count": os.cpu_count(), "machine": platform.machine()},
+                        "cpu": cpu_description()},
     }
     text = json.dumps(report, indent=2)
     print(text)

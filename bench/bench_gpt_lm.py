@@ -42,6 +42,8 @@ import subprocess
 import sys
 import time
 
+from host import cpu_description
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 DEFAULT_HARNESS = os.environ.get("BENCH_PEERS_DIR", os.path.normpath(
@@ -370,7 +372,7 @@ def main() -> None:
                "peer_loop": args.peer_loop, "passes": args.passes - skipped_passes,
                "passes_left_out_by_time_budget": skipped_passes,
                "steps_wanted_per_pass": args.steps, "warmup": args.warmup,
-               "foreign_cpu_max": 0.05,
+               "foreign_cpu_max": 0.05, "cpu": cpu_description(),
                "model_gflop_per_step": round(model_gflop_per_step(cfg, cfg["batch"]), 2),
                "tokens_per_step": cfg["batch"] * cfg["n_ctx"],
                "pythons": pythons, "missing": missing, "errors": errors}

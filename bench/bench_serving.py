@@ -25,9 +25,10 @@ import gzip
 import io
 import json
 import os
-import platform
 import sys
 import tempfile
+
+from host import cpu_description
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -120,8 +121,8 @@ def main() -> None:
         "export": args.export_dir or f"{args.model_type} (seq_length {args.seq_length}, from "
                                      f"{args.bert_config_file})",
         "signature": args.signature, "batch": args.batch, "texts": source,
-        "max_abs_diff_vs_python": max_diff, "cpu_count": os.cpu_count(),
-        "machine": platform.machine(), "tensorflow": tf.__version__,
+        "max_abs_diff_vs_python": max_diff, "cpu": cpu_description(),
+        "tensorflow": tf.__version__,
     })
     print(json.dumps(result))
     if result["errors"]:

@@ -42,6 +42,7 @@ import sys
 import time
 
 from absl import app, flags
+from host import cpu_description
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -206,7 +207,7 @@ def main(argv):
                       "process; vs_* = median over rounds of (other's seconds / this one's); "
                       "one warm-up pass each (tracing) excluded"),
         "results": results,
-        "environment": {**versions, "cpu_count": os.cpu_count(), "machine": platform.machine()},
+        "environment": {**versions, "cpu": cpu_description()},
     }
     text = json.dumps(report, indent=2)
     print(text)
