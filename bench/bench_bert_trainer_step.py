@@ -44,8 +44,11 @@ def worker(args: argparse.Namespace) -> None:
     import bert_tf
     from bert_tf.modeling import BertConfig
     from bert_tf.training.distribution import create_strategy
-    from bert_tf.training.pretraining_loop import (PretrainingTrainer, TrainerOptions,
-                                                   set_mixed_precision)
+    from bert_tf.training.pretraining_loop import PretrainingTrainer, TrainerOptions
+    try:
+        from bert_tf.training.precision import set_mixed_precision
+    except ImportError:  # a --compare_with checkout from before bert_tf/training/precision.py
+        from bert_tf.training.pretraining_loop import set_mixed_precision
     config = BertConfig(vocab_size=30522, hidden_size=256, num_hidden_layers=4,
                         num_attention_heads=4, intermediate_size=1024)
     strategy = create_strategy("one_device")

@@ -42,7 +42,7 @@ import bert_tf  # noqa: E402
 from bert_tf.gpt.config import GptConfig  # noqa: E402
 from bert_tf.gpt.pretraining import GptPretrainingTrainer, GptTrainerOptions  # noqa: E402
 from bert_tf.training.distribution import create_strategy  # noqa: E402
-from bert_tf.training.pretraining_loop import set_mixed_precision  # noqa: E402
+from bert_tf.training.precision import set_mixed_precision  # noqa: E402
 
 FRAMEWORK = "keras3"
 
