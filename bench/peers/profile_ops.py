@@ -18,6 +18,7 @@ import collections
 import glob
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -96,6 +97,7 @@ def main():
     space = xplane_pb2.XSpace()
     with open(paths[0], "rb") as f:
         space.ParseFromString(f.read())
+    shutil.rmtree(logdir, ignore_errors=True)  # the trace is read; nothing else needs it
     by_type = collections.Counter()
     by_name = collections.Counter()
     count = collections.Counter()
