@@ -35,4 +35,3 @@ def cpu_description(cpuinfo_path: str = "/proc/cpuinfo") -> dict:
         elif key == "flags":
             info["matmul_isa"] = sorted(set(value.split()) & MATMUL_ISA)
     return info
-
