@@ -96,9 +96,41 @@ def test_gelu_and_layer_norm(original_fixtures):
     np.testing.assert_allclose(gelu(x), ref["gelu_original_tanh_approx"], atol=1e-6, rtol=1e-6)
     np.testing.assert_allclose(gelu_exact(x), ref["gelu_exact_erf_for_comparison"], atol=1e-6,
                                rtol=1e-6)
-    ln = layer_norm("LayerNorm")
-    out = ln(tf.constant(ref["layer_norm_input"]))
-    np.testing.assert_allclose(out, ref["layer_norm_output_gamma1_beta0"], atol=1e-5, rtol=1e-6)
+    x = ref["layer_norm_input"]
+    out = layer_norm("LayerNorm")(tf.constant(x)).numpy()
+    ill = ill_conditioned_rows(x)
+    # The fixture README §6: rows with a tiny spread around a large mean keep few digits of their
+    # float32 variance, so their result depends on the CPU's reduction order (the original itself
+    # is up to 3.6e-4 from float64 there). Those rows are compared with the float64 layer norm of
+    # the same input (bound 5e-4); every other row with the original's bits at 1e-5.
+    assert ill.any() and not ill.all()
+    np.testing.assert_allclose(out[~ill], ref["layer_norm_output_gamma1_beta0"][~ill], atol=1e-5,
+                               rtol=1e-6)
+    np.testing.assert_allclose(out[ill], layer_norm_float64(x)[ill], atol=5e-4, rtol=0)
+
+
+def ill_conditioned_rows(x, max_relative_spread=1e-2):
+    """[..., hidden] -> [...] bool: rows whose standard deviation is a tiny non-zero fraction of
+    their mean, where float32 mean/variance lose most of their digits."""
+    x = np.asarray(x, np.float64)
+    std, mean = x.std(-1), np.abs(x.mean(-1))
+    return (std > 0) & (std < max_relative_spread * mean)
+
+
+def layer_norm_float64(x, epsilon=1e-12):
+    """The original's layer norm (gamma 1, beta 0) in float64, two-pass mean and variance."""
+    x = np.asarray(x, np.float64)
+    mean = x.mean(-1, keepdims=True)
+    variance = ((x - mean) ** 2).mean(-1, keepdims=True)
+    return (x - mean) / np.sqrt(variance + epsilon)
+
+
+def test_ill_conditioned_rows_are_the_tiny_spread_ones():
+    rng = np.random.default_rng(0)
+    x = np.stack([np.full(16, 5.0), 3 + 1e-3 * rng.standard_normal(16),
+                  50 * rng.standard_normal(16), 3 + rng.standard_normal(16)])
+    np.testing.assert_array_equal(ill_conditioned_rows(x), [False, True, False, False])
+    np.testing.assert_allclose(layer_norm_float64(x, epsilon=0).std(-1)[1:], 1.0, atol=1e-9)
 
 
 def test_last_layer_at_predictions_only_gives_the_original_logits(reference, original_fixtures):
