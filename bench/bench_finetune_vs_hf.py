@@ -135,7 +135,7 @@ def _cut_to_longest(batch: dict, multiple: int | None) -> dict:
     """Cuts [B, S] arrays to the longest example (rounded up to `multiple` if given)."""
     import numpy as np
 
-    from bert_tf.tasks.length_batching import example_lengths
+    from bert_tf.training.length_batching import example_lengths
 
     seq = batch["input_mask"].shape[-1]
     length = int(example_lengths(batch["input_mask"]).max())
@@ -173,7 +173,7 @@ def _run_bert_tf_under_policy(spec: dict, arrays: dict) -> dict:
     from bert_tf.modeling import BertClassifier, BertTokenClassifier
     from bert_tf.pretrained import load_bert
     from bert_tf.tasks.classifier import classification_loss
-    from bert_tf.tasks.length_batching import DEFAULT_LENGTH_MULTIPLE
+    from bert_tf.training.length_batching import DEFAULT_LENGTH_MULTIPLE
     from bert_tf.tasks.ner.scoring import ner_loss_fn
     from bert_tf.training.finetuning import make_train_step, predict_arrays
     from bert_tf.training.optimization import create_optimizer

@@ -8,7 +8,7 @@
   python bench/bench_gpt_lm.py --precision mixed_bfloat16   # both sides under Keras' bf16 policy
 
 What runs (see bench/peers/gpt_bert_tf_lm.py and bench/peers/gpt2_kerashub_lm.py):
-  bert_tf  : the train loop of bert_tf.gpt.pretraining.GptPretrainingTrainer (what
+  bert_tf  : the train loop of bert_tf.runs.gpt_pretraining.GptPretrainingTrainer (what
              tools/run_gpt_pretraining.py runs): GptModel (GPT-1, post-LN, LM head tied to the
              whole table), the mean LM loss, global-norm clip 1.0, OpenAIAdam (L2 0.01 inside the
              step, warmup_cosine), one step per call; bert_tf's .venv.

@@ -19,6 +19,10 @@ Top-level names (imported on first use, so `import bert_tf` does not import Tens
 
 __version__ = "0.1.0"
 
+from bert_tf import moved_modules as _moved_modules  # old module paths still import (CHANGELOG)
+
+_moved_modules.install()
+
 __all__ = ["from_pretrained", "list_presets"]
 
 _LAZY = {"from_pretrained": ("bert_tf.pretrained", "from_pretrained"),

@@ -1,7 +1,7 @@
 """Run options declared once: dataclass fields whose metadata carries the command-line help.
 
 Every tool's options are one dataclass (e.g. `bert_tf.tasks.classifier.ClassifierRunOptions`,
-`bert_tf.training.pretraining_run.PretrainingRun`). `bert_tf.cli.flags_from_options` turns its
+`bert_tf.runs.bert_pretraining.PretrainingRun`). `bert_tf.cli.flags_from_options` turns its
 fields into absl flags (name = field name, help = the `option(...)` help, default = the field's
 default, type from the annotation) and the parsed flags back into the dataclass, so a flag is
 never declared by hand.

@@ -235,9 +235,10 @@ def from_pretrained(path_or_preset: str | os.PathLike,
                                  "only for checkpoints, Hugging Face folders and presets")
         import keras
 
-        import bert_tf.export.encoder  # noqa: F401  (these register the bert_tf classes)
-        import bert_tf.modeling  # noqa: F401
-        import bert_tf.tasks.feature_based  # noqa: F401
+        # Imported for registration: the bert_tf classes a .keras file may name.
+        import bert_tf.export.encoder  # noqa: F401  (registration)
+        import bert_tf.modeling  # noqa: F401  (registration)
+        import bert_tf.tasks.feature_based  # noqa: F401  (registration)
         try:
             model = keras.models.load_model(name)
         except (OSError, ValueError) as e:

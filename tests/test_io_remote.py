@@ -209,7 +209,7 @@ def test_pretraining_chain_in_ram(tmp_path, monkeypatch, original_fixtures, shar
     from bert_tf.pretraining_data import PretrainingDataOptions, create_pretraining_data
     from bert_tf.tasks.classifier import ClassifierRunOptions, run_classifier
     from bert_tf.tokenization import FullTokenizer
-    from bert_tf.training.pretraining_run import PretrainingRun, run_pretraining
+    from bert_tf.runs.bert_pretraining import PretrainingRun, run_pretraining
 
     monkeypatch.chdir(tmp_path)
     root = _ram_root()

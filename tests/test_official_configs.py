@@ -83,7 +83,7 @@ OPTIONS_OF = {"run_classifier": ("bert_tf.tasks.classifier", "ClassifierRunOptio
               "run_squad": ("bert_tf.tasks.squad", "SquadRunOptions"),
               "run_ner": ("bert_tf.tasks.ner", "NerRunOptions"),
               "run_swag": ("bert_tf.tasks.multiple_choice", "SwagRunOptions"),
-              "run_gpt_classifier": ("bert_tf.gpt.finetuning", "GptClassifierRunOptions")}
+              "run_gpt_classifier": ("bert_tf.tasks.gpt_classifier", "GptClassifierRunOptions")}
 
 
 def _script_of(stem: str) -> str:

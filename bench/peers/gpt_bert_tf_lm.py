@@ -13,7 +13,7 @@ Python). The LM adapter interface (shared with `gpt2_kerashub_lm.py`):
       description: str                            # what one step is
       __call__() -> float                         # one optimizer update on the fixed batch; the loss
 
-What one step is: the train loop of `bert_tf.gpt.pretraining.GptPretrainingTrainer` (the trainer
+What one step is: the train loop of `bert_tf.runs.gpt_pretraining.GptPretrainingTrainer` (the trainer
 behind run_gpt_pretraining, built the same way: one_device strategy, then the Keras policy as
 run_gpt_pretraining's --mixed_precision sets it (`set_mixed_precision(precision)`: float32, or
 mixed_bfloat16 = float32 variables, bfloat16 matmuls, LayerNorm statistics and the loss in
@@ -40,7 +40,7 @@ import tensorflow as tf  # noqa: E402
 
 import bert_tf  # noqa: E402
 from bert_tf.gpt.config import GptConfig  # noqa: E402
-from bert_tf.gpt.pretraining import GptPretrainingTrainer, GptTrainerOptions  # noqa: E402
+from bert_tf.runs.gpt_pretraining import GptPretrainingTrainer, GptTrainerOptions  # noqa: E402
 from bert_tf.training.distribution import create_strategy  # noqa: E402
 from bert_tf.training.precision import set_mixed_precision  # noqa: E402
 

@@ -70,7 +70,7 @@ def convert(opts: ConvertCheckpointOptions) -> str:
 def _convert_gpt(opts: ConvertCheckpointOptions) -> str:
     """The GPT-1 directions: OpenAI's original params folder <-> a `.keras` GptModel."""
     from bert_tf.gpt.config import GptConfig
-    from bert_tf.gpt.params_io import keras_to_original_params, original_params_to_keras
+    from bert_tf.checkpoints.openai import keras_to_original_params, original_params_to_keras
 
     if opts.direction == "gpt_keras_to_original":
         keras_to_original_params(opts.input, opts.output, overwrite=opts.overwrite)

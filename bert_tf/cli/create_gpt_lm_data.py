@@ -17,7 +17,7 @@ between documents; comma-separated files or globs, `.gz` allowed). Output: shard
   python tools/create_gpt_lm_data.py --input_file=corpus.txt --output_file=/data/ltr/lm \\
     --vocab_file=vocab.txt --do_lower_case=True --n_ctx=128
 
-Read the windows with `bert_tf.gpt.lm_data.lm_dataset("/data/gpt/lm-*.tfrecord", n_ctx=512)`.
+Read the windows with `bert_tf.pretraining_data.gpt_lm.lm_dataset("/data/gpt/lm-*.tfrecord", n_ctx=512)`.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ import dataclasses
 from typing import Sequence
 
 from bert_tf.cli import run_tool
-from bert_tf.gpt.lm_data import EncoderSpec, LmDataOptions, create_gpt_lm_data
+from bert_tf.pretraining_data.gpt_lm import EncoderSpec, LmDataOptions, create_gpt_lm_data
 from bert_tf.options import option
 
 

@@ -44,7 +44,7 @@ class ExtractFeaturesOptions(DistributionOptions):
 @runs_under_precision_policy(FINETUNING_PRECISION_POLICIES)
 def extract(opts: ExtractFeaturesOptions) -> int:
     """Writes the features of every input line; returns the number of examples."""
-    from bert_tf import feature_extraction
+    from bert_tf.tasks import feature_extraction
     from bert_tf.pretrained import load_bert
 
     if opts.strategy_name != "one_device":

@@ -2,14 +2,14 @@
 multiple-choice task as the paper does it (run_classifier.py's flags where the meaning is the
 same, plus --lm_coef, --clf_pdrop and the original optimizer's flags).
 
-Flags: the fields of `bert_tf.gpt.finetuning.GptClassifierRunOptions`.
+Flags: the fields of `bert_tf.tasks.gpt_classifier.GptClassifierRunOptions`.
 """
 from __future__ import annotations
 
 from typing import Sequence
 
 from bert_tf.cli import run_tool
-from bert_tf.gpt.finetuning import GptClassifierRunOptions, run_gpt_classifier
+from bert_tf.tasks.gpt_classifier import GptClassifierRunOptions, run_gpt_classifier
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -1,14 +1,14 @@
 """`tools/run_gpt_pretraining.py`: GPT-1 language-model pretraining with the BERT pretraining loop
 (run_pretraining.py's flags where the meaning is the same, plus train.py's optimizer flags).
 
-Flags: the fields of `bert_tf.gpt.pretraining.GptPretrainingRun`.
+Flags: the fields of `bert_tf.runs.gpt_pretraining.GptPretrainingRun`.
 """
 from __future__ import annotations
 
 from typing import Sequence
 
 from bert_tf.cli import run_tool
-from bert_tf.gpt.pretraining import GptPretrainingRun, run_gpt_pretraining
+from bert_tf.runs.gpt_pretraining import GptPretrainingRun, run_gpt_pretraining
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -38,7 +38,7 @@ import tensorflow as tf
 from bert_tf.export.preprocessor import INPUT_KEYS, BertPreprocessor, ensure_input_shape
 from bert_tf.modeling import (BertClassifier, BertMultipleChoice, BertSpanLabeler,
                               BertTokenClassifier)
-from bert_tf.tasks.length_batching import DEFAULT_LENGTH_MULTIPLE, trim_padding
+from bert_tf.training.length_batching import DEFAULT_LENGTH_MULTIPLE, trim_padding
 
 TASK_TYPES = ("classifier", "squad", "ner", "multiple_choice")
 

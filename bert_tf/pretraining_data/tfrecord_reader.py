@@ -94,18 +94,18 @@ def _truncated(path: str, record: int, detail: str) -> TFRecordInputError:
 
 
 def _check_header(path: str, header: bytes) -> None:
-    from bert_tf.pretraining_data.writer import _mask, crc32c
+    from bert_tf.pretraining_data.writer import crc32c, masked_crc
 
     (hcrc,) = struct.unpack_from("<I", header, 8)
-    if int(_mask(crc32c([header[:8]]))[0]) != hcrc:
+    if int(masked_crc(crc32c([header[:8]]))[0]) != hcrc:
         raise TFRecordInputError(f"{path}: record 0: bad header checksum; expected a TFRecord "
                                  "file (uncompressed) of create_pretraining_data.py")
 
 
 def _check_data(path: str, data: bytes, data_crc: bytes) -> None:
-    from bert_tf.pretraining_data.writer import _mask, crc32c
+    from bert_tf.pretraining_data.writer import crc32c, masked_crc
 
-    if int(_mask(crc32c([data]))[0]) != struct.unpack("<I", data_crc)[0]:
+    if int(masked_crc(crc32c([data]))[0]) != struct.unpack("<I", data_crc)[0]:
         raise TFRecordInputError(f"{path}: record 0: data checksum mismatch (damaged file)")
 
 

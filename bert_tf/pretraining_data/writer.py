@@ -137,7 +137,8 @@ def crc32c(messages: Sequence[bytes]) -> np.ndarray:
     return _crc_engine().many(messages)
 
 
-def _mask(crc: np.ndarray) -> np.ndarray:
+def masked_crc(crc: np.ndarray) -> np.ndarray:
+    """TFRecord's masked CRC32C (rotate right by 15, add 0xa282ead8) of uint32 checksums."""
     crc = crc.astype(np.uint32)
     return (((crc >> np.uint32(15)) | (crc << np.uint32(17))) + np.uint32(0xA282EAD8)).astype(
         np.uint32)
@@ -149,8 +150,8 @@ def tfrecord_frames(records: Sequence[bytes]) -> bytes:
     if not records:
         return b""
     headers = [struct.pack("<Q", len(r)) for r in records]
-    header_crcs = _mask(crc32c(headers))
-    data_crcs = _mask(crc32c(records))
+    header_crcs = masked_crc(crc32c(headers))
+    data_crcs = masked_crc(crc32c(records))
     parts = []
     for header, hcrc, rec, dcrc in zip(headers, header_crcs.tolist(), records, data_crcs.tolist()):
         parts.append(header)
@@ -182,7 +183,7 @@ def read_tfrecord(path: str | os.PathLike, verify: bool = True) -> list[bytes]:
         rec = data[start:end]
         (dcrc,) = struct.unpack_from("<I", data, end)
         if verify:
-            want_h, want_d = _mask(crc32c([data[offset:offset + 8], rec])).tolist()
+            want_h, want_d = masked_crc(crc32c([data[offset:offset + 8], rec])).tolist()
             if want_h != hcrc or want_d != dcrc:
                 raise ValueError(f"{path}: CRC mismatch in record {len(records)}")
         records.append(rec)
@@ -193,7 +194,8 @@ def read_tfrecord(path: str | os.PathLike, verify: bool = True) -> list[bytes]:
 # ------------------------------------------------------------------------------------------
 # tf.train.Example wire format.
 
-def _varint(value: int) -> bytes:
+def varint(value: int) -> bytes:
+    """A non-negative int as a protocol-buffer base-128 varint."""
     out = bytearray()
     while True:
         byte = value & 0x7F
@@ -220,8 +222,8 @@ class ExampleEncoder:
         # Varints of every id and of every length an example can have (so `_v[n]` never misses
         # for lengths: an example is < 8 bytes per position plus the feature keys).
         size = max(vocab_size, 1 << 14, 8 * (max_seq_length + max_predictions_per_seq) + 512)
-        self._v = [_varint(i) for i in range(size)]
-        self._keys = {name: b"\x0a" + _varint(len(name)) + name.encode() for name in FEATURE_NAMES}
+        self._v = [varint(i) for i in range(size)]
+        self._keys = {name: b"\x0a" + varint(len(name)) + name.encode() for name in FEATURE_NAMES}
         self._one_f = struct.pack("<f", 1.0)
         self._zero_f = struct.pack("<f", 0.0)
         self._cache: dict = {}
@@ -229,7 +231,7 @@ class ExampleEncoder:
 
     def _len(self, n: int) -> bytes:
         v = self._v
-        return v[n] if n < len(v) else _varint(n)
+        return v[n] if n < len(v) else varint(n)
 
     def _entry(self, name: str, kind: bytes, payload: bytes) -> bytes:
         ln = self._len
@@ -286,7 +288,7 @@ class ExampleEncoder:
             positions = b"".join([v[x] for x in masked_lm_positions])
             labels = b"".join([v[x] for x in masked_lm_ids])
         except IndexError:  # An id beyond the table (a vocab larger than announced).
-            ids, positions, labels = (b"".join([_varint(int(x)) for x in seq]) for seq in
+            ids, positions, labels = (b"".join([varint(int(x)) for x in seq]) for seq in
                                       (input_ids, masked_lm_positions, masked_lm_ids))
         mzeros = b"\x00" * mpad
         ln = v.__getitem__  # Lengths always fit the table (see __init__).

@@ -9,7 +9,7 @@ own checkpoints inside a stage):
    groups, split by document) -> `corpus.txt` / `held_out_corpus.txt` (the training / held-out
    topics in the pretraining input format) -> `vocab.txt` (WordPiece, tensorflow-text's builder,
    training text only) -> `pretraining_data/{train,held_out}.tfrecord` (the original
-   `create_pretraining_data`, faithful mode) and `gpt_lm_data/` (`bert_tf.gpt.lm_data`, WordPiece
+   `create_pretraining_data`, faithful mode) and `gpt_lm_data/` (`bert_tf.pretraining_data.gpt_lm`, WordPiece
    ids, n_ctx windows).
 2. `bert_pretraining`: a small BERT (the original `PretrainingTrainer`, AdamWeightDecay, MLM + NSP
    by default) with held-out masked-LM accuracy/loss before and after -> `bert_model.ckpt`
@@ -39,7 +39,8 @@ from typing import Any, Callable
 from bert_tf import io_utils
 from bert_tf.errors import UserInputError
 from bert_tf.options import integer_list, option
-from bert_tf.quickstart import topic_task
+from bert_tf.quickstart import report, topic_task
+from bert_tf.quickstart.report import FINETUNE_LABELS
 
 MARKER = ".bert_tf_quickstart"
 STATE_DIR = ".quickstart"
@@ -191,7 +192,7 @@ class RunFolder:
 # Stages
 # ---------------------------------------------------------------------------------------------
 def _data_stage(run: RunFolder, o: QuickstartOptions, say) -> dict:
-    from bert_tf.gpt.lm_data import EncoderSpec, LmDataOptions, create_gpt_lm_data
+    from bert_tf.pretraining_data.gpt_lm import EncoderSpec, LmDataOptions, create_gpt_lm_data
     from bert_tf.pretraining_data import PretrainingDataOptions, create_pretraining_data
     from bert_tf.tokenization import FullTokenizer, build_wordpiece_vocab
 
@@ -319,7 +320,7 @@ def _history_from_events(logdir: str, tags, records) -> dict:
 def _lm_windows(pattern: str, n_ctx: int):
     import numpy as np
 
-    from bert_tf.gpt.lm_data import lm_dataset
+    from bert_tf.pretraining_data.gpt_lm import lm_dataset
 
     rows = [r["input_ids"].numpy() for r in lm_dataset(pattern, n_ctx, is_training=False)]
     return np.stack(rows).astype(np.int32)
@@ -357,8 +358,8 @@ def _gpt_pretraining_stage(run: RunFolder, o: QuickstartOptions, data: dict) -> 
     import tensorflow as tf
 
     from bert_tf.gpt.model import GptModel
-    from bert_tf.gpt.optimization import OpenAIAdam
-    from bert_tf.gpt.params_io import save_original_params
+    from bert_tf.training.openai_adam import OpenAIAdam
+    from bert_tf.checkpoints.openai import save_original_params
     from bert_tf.training.finetuning import FinetuneOptions, train_model
 
     keras.utils.set_random_seed(o.seed)
@@ -411,8 +412,6 @@ def _gpt_pretraining_stage(run: RunFolder, o: QuickstartOptions, data: dict) -> 
 FINETUNE_LEARNING_RATE = 5e-4
 """Peak learning rate of every fine-tuning run (warm-up 10%, linear decay; batch 32)."""
 FINETUNE_MODELS = ("bert_pretrained", "bert_scratch", "gpt_pretrained", "gpt_scratch")
-FINETUNE_LABELS = {"bert_pretrained": "BERT, pretrained", "bert_scratch": "BERT, from scratch",
-                   "gpt_pretrained": "GPT-1, pretrained", "gpt_scratch": "GPT-1, from scratch"}
 
 
 def _task_examples(run: RunFolder):
@@ -478,10 +477,10 @@ def _finetune_one(run: RunFolder, o: QuickstartOptions, data: dict, kind: str, s
                             plot_curves=False))
         logits = predict_arrays(model, held, 64, ["logits"], progress=False)["logits"]
     else:
-        from bert_tf.gpt.optimization import OpenAIAdam
-        from bert_tf.gpt.params_io import load_original_params
+        from bert_tf.training.openai_adam import OpenAIAdam
+        from bert_tf.checkpoints.openai import load_original_params
         from bert_tf.gpt.task_model import GptClassifier
-        from bert_tf.gpt.text_encoder import WordPieceTextEncoder
+        from bert_tf.tokenization.gpt_text_encoder import WordPieceTextEncoder
 
         config = _gpt_config(o, data["vocab_size"])
         encoder = WordPieceTextEncoder(run.path("vocab.txt"), do_lower_case=True)
@@ -568,7 +567,6 @@ def _export_stage(run: RunFolder, o: QuickstartOptions, data: dict, finetuning: 
 # ---------------------------------------------------------------------------------------------
 def run_quickstart(options: QuickstartOptions, say: Callable[[str], None] = print) -> dict:
     """Runs (or resumes, or reuses) every stage; returns the summary (also `summary.json`)."""
-    from bert_tf.quickstart import report
 
     options.validate()
     run = RunFolder(options.output_dir)

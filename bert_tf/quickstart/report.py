@@ -9,6 +9,10 @@ from typing import Any
 
 from bert_tf import io_utils
 
+# The table names of the fine-tuned models (job.FINETUNE_MODELS).
+FINETUNE_LABELS = {"bert_pretrained": "BERT, pretrained", "bert_scratch": "BERT, from scratch",
+                   "gpt_pretrained": "GPT-1, pretrained", "gpt_scratch": "GPT-1, from scratch"}
+
 NEXT_COMMANDS = """\
 ```bash
 # Your own text: vocab -> pretraining data -> BERT pretraining (see docs/pretraining_data.md)
@@ -25,8 +29,9 @@ python tools/run_gpt_pretraining.py --help
 python tools/run_classifier.py --task_name=MRPC --do_train --do_eval --data_dir=$GLUE_DIR/MRPC \\
   --vocab_file=$BERT_BASE_DIR/vocab.txt --bert_config_file=$BERT_BASE_DIR/bert_config.json \\
   --init_checkpoint=$BERT_BASE_DIR/bert_model.ckpt --output_dir=/tmp/mrpc_output
-# Studies (learning-rate sweeps and more; tools/run_study.py is being built)
-python tools/run_study.py --help
+# The papers' ablations as studies (docs/studies.md): list them, then one on the embedded corpus
+python tools/run_study.py --list
+python tools/run_study.py --study=bert_pretraining_tasks --scale=tiny --output_dir=study_output
 # Serve the exported classifier with TF Serving (raw text in, probabilities out)
 docker run -p 8501:8501 --mount type=bind,source={export},target=/models/topic_classifier \\
   -e MODEL_NAME=topic_classifier tensorflow/serving
@@ -45,8 +50,6 @@ def _accuracies(results: dict) -> dict[str, list[float]]:
 
 def build_summary(root: str, options, results: dict, seconds: dict) -> dict:
     """The machine-readable summary (`summary.json`)."""
-    from bert_tf.quickstart.job import FINETUNE_LABELS
-
     bert, gpt = results["bert_pretraining"], results["gpt_pretraining"]
     accs = _accuracies(results)
     return {
@@ -104,8 +107,6 @@ def summary_table(summary: dict) -> str:
 def write_outputs(root: str, summary: dict, results: dict) -> None:
     """Writes curves.png, report.md and summary.json."""
     from bert_tf.plotting import plot_training_curves
-    from bert_tf.quickstart.job import FINETUNE_LABELS
-
     curves: dict[str, Any] = {
         "BERT pretraining: masked-LM loss": results["bert_pretraining"]["curve"]["masked_lm_loss"],
         "GPT-1 pretraining: LM loss": results["gpt_pretraining"]["curve"]["loss"],

@@ -178,7 +178,7 @@ def prepare_corpus(cell_dir: str, scale: Scale, data_dir: str, seed: int) -> dic
     """The data cell: corpus.txt (+ held_out_corpus.txt), vocab.txt, gpt_lm_data/, tasks.
 
     Returns the paths and counts (the cell's result)."""
-    from bert_tf.gpt.lm_data import EncoderSpec, LmDataOptions, create_gpt_lm_data
+    from bert_tf.pretraining_data.gpt_lm import EncoderSpec, LmDataOptions, create_gpt_lm_data
     from bert_tf.tokenization import build_wordpiece_vocab
 
     out = {}

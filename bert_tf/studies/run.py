@@ -128,11 +128,10 @@ def _check_gpt_transformation(result: dict, variant, task, cell_dir: str) -> Non
     """A finished GPT cell records its input transformation (cells of earlier versions may
     not); one that differs from what `task` is fine-tuned with now is stale: StudyError naming
     the cell, which is left as it is."""
-    from bert_tf.studies import training
-
+    from bert_tf.studies import cell_runs
     if variant.model != "gpt" or "transformation" not in result:
         return
-    wanted = training.gpt_transformation(task, variant.head == "bilstm")
+    wanted = cell_runs.gpt_transformation(task, variant.head == "bilstm")
     if result["transformation"] != wanted:
         raise StudyError(f"{cell_dir}: this finished cell fine-tuned with GPT-1's "
                          f"{result['transformation']} input transformation, {task.name} now "
@@ -153,7 +152,7 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
     from tqdm.auto import tqdm
 
     from bert_tf.studies import data as study_data
-    from bert_tf.studies import report, training
+    from bert_tf.studies import cell_runs, report
 
     store = CellStore(options.output_dir)
     budget = _budget_key(scale, options.seed)
@@ -213,9 +212,9 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
         for key, v in pre_cells.items():
             sized = v.sized_scale(scale)
             if v.model == "gpt":
-                fn = (lambda d, s=sized: training.pretrain_gpt(d, s, data, options.seed))
+                fn = (lambda d, s=sized: cell_runs.pretrain_gpt(d, s, data, options.seed))
             else:
-                fn = (lambda d, v=v, s=sized: training.pretrain_bert(d, v, s, data,
+                fn = (lambda d, v=v, s=sized: cell_runs.pretrain_bert(d, v, s, data,
                                                                      options.seed))
             pre_results[key], _ = cell("pretraining", key, fn)
         tasks: dict[str, object] = {}
@@ -235,8 +234,8 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
         ft_results = {}
         for key, (v, task_name, seed) in ft_cells.items():
             pre = pre_results.get(v.pretraining_cell(scale)) if v.pretraining_key else None
-            run_fn = training.finetune_ner if task_name == scale.ner_task else \
-                training.finetune_squad if task_name == "SQuAD" else training.finetune
+            run_fn = cell_runs.finetune_ner if task_name == scale.ner_task else \
+                cell_runs.finetune_squad if task_name == "SQuAD" else cell_runs.finetune
             ft_results[key], _ = cell("finetuning", key, lambda d, v=v, t=task_data(task_name),
                                       s=seed, p=pre, f=run_fn: f(d, v, v.sized_scale(scale),
                                                                  data, t, s, p))
@@ -246,7 +245,7 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
         for key, (v, task_name) in zs_cells.items():
             prompt, words = study_data.ZERO_SHOT[task_name]
             zs_results[key], _ = cell("zero_shot", key, lambda d, v=v, t=task_data(task_name),
-                                      p=prompt, w=words: training.zero_shot(
+                                      p=prompt, w=words: cell_runs.zero_shot(
                                           d, v.sized_scale(scale), data, t,
                                           pre_results[v.pretraining_cell(scale)], p, w,
                                           options.seed))

@@ -22,7 +22,7 @@ Layer choices (`FEATURE_LAYERS`), the rows of the paper's Table 7:
                           concatenate instead of the last four when the model has fewer than
                           four layers (every hidden state it has; BERT Table 8's feature-based
                           column at the tiny and small scales)
-The fixed combinations are `bert_tf.feature_extraction.combine_layers`; the learned ones are
+The fixed combinations are `bert_tf.tasks.feature_extraction.combine_layers`; the learned ones are
 `ScalarMix` (ELMo's scalar mix: softmax-normalised layer weights and a scale γ).
 """
 from __future__ import annotations
@@ -32,7 +32,7 @@ from typing import Mapping, Sequence
 import keras
 import tensorflow as tf
 
-from bert_tf.feature_extraction import combine_layers
+from bert_tf.tasks.feature_extraction import combine_layers
 from bert_tf.modeling import BertConfig, BertEncoder
 from bert_tf.modeling.dropout import BertDropout
 from bert_tf.modeling.encoder import canonical_inputs

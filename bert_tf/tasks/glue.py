@@ -27,7 +27,7 @@ from typing import Iterator, Sequence
 from absl import logging
 
 from bert_tf import io_utils
-from bert_tf.tasks.packing import pack_tokens
+from bert_tf.tokenization.packing import pack_tokens
 from bert_tf.tokenization import printable_text
 
 

@@ -34,7 +34,7 @@ from absl import logging
 from bert_tf import io_utils
 from bert_tf.errors import UserInputError
 from bert_tf.options import option
-from bert_tf.tasks.packing import pack_tokens
+from bert_tf.tokenization.packing import pack_tokens
 from bert_tf.tasks.results import softmax, write_eval_results, write_train_results
 from bert_tf.tasks.run_options import EvaluatingRunOptions
 from bert_tf.tasks.run_checks import (check_common_options, check_modes_and_files,

@@ -195,7 +195,7 @@ def conll_sentences(split: str, tfds_data_dir: str, name: str = "conll2003") -> 
     dataset TFDS prepared itself is stored shuffled, and its order is TFDS's). TFDS's parser
     drops the `-DOCSTART-` lines, so the document grouping is not kept (each sentence is its own
     document); it also yields an empty record at the end of a file, which is dropped here."""
-    from bert_tf.tasks.ner import NerSentence
+    from bert_tf.tasks.ner.reading import NerSentence
 
     builder, dataset = load_prepared(name, split, tfds_data_dir)
     tags = builder.info.features["ner"].feature.names

@@ -223,25 +223,26 @@ class FullTokenizer:
 
 
 # ---------------------------------------------------------------------------------------------
-# Character classes. The `_is_*` helpers mirror the original module-level functions (some code
-# imports them); the tokenizers use cached per-codepoint translation tables built from them.
+# Character classes. The `is_*` helpers are the original module-level `_is_*` functions (some
+# code imports them from `bert_tf.tokenization` under those names); the tokenizers use cached
+# per-codepoint translation tables built from them.
 
 
-def _is_whitespace(char: str) -> bool:
+def is_whitespace(char: str) -> bool:
     """Space, \\t, \\n, \\r, or Unicode category Zs."""
     if char in " \t\n\r":
         return True
     return unicodedata.category(char) == "Zs"
 
 
-def _is_control(char: str) -> bool:
+def is_control(char: str) -> bool:
     """Unicode category Cc or Cf, except \\t, \\n and \\r (which count as whitespace)."""
     if char in "\t\n\r":
         return False
     return unicodedata.category(char) in ("Cc", "Cf")
 
 
-def _is_punctuation(char: str) -> bool:
+def is_punctuation(char: str) -> bool:
     """ASCII non-alphanumeric printable characters, or Unicode category P*."""
     cp = ord(char)
     if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
@@ -258,7 +259,7 @@ def _is_chinese_codepoint(cp: int) -> bool:
 
 def _is_deleted(char: str) -> bool:
     """Characters the original's `_clean_text` drops: NUL, U+FFFD, and controls."""
-    return char == "\x00" or char == "\ufffd" or _is_control(char)
+    return char == "\x00" or char == "\ufffd" or is_control(char)
 
 
 class _LazyTable(dict):
@@ -284,7 +285,7 @@ def _clean_value(char: str):
     """Replacement for the original's `_clean_text` + `_tokenize_chinese_chars` (pass 1)."""
     if _is_deleted(char):
         return None
-    if _is_whitespace(char):
+    if is_whitespace(char):
         return " "
     if _is_chinese_codepoint(ord(char)):
         return f" {char} "
@@ -295,7 +296,7 @@ def _split_value(char: str):
     """After lower-casing and NFD: drop Mn (accent stripping) and isolate punctuation (pass 2)."""
     if unicodedata.category(char) == "Mn":
         return None
-    if _is_punctuation(char):
+    if is_punctuation(char):
         return f" {char} "
     return char
 
@@ -303,7 +304,7 @@ def _split_value(char: str):
 def _cased_value(char: str):
     """do_lower_case=False: cleaning, CJK isolation and punctuation isolation in one pass."""
     value = _clean_value(char)
-    if value is not None and value == char and _is_punctuation(char):
+    if value is not None and value == char and is_punctuation(char):
         return f" {char} "
     return value
 
@@ -344,7 +345,7 @@ class BasicTokenizer:
         output: list[list[str]] = []
         start_new_word = True
         for char in text:
-            if _is_punctuation(char):
+            if is_punctuation(char):
                 output.append([char])
                 start_new_word = True
             else:
@@ -364,7 +365,7 @@ class BasicTokenizer:
 
     def _clean_text(self, text: str) -> str:
         """Deletes NUL, U+FFFD and controls; maps whitespace to a space."""
-        return "".join(" " if _is_whitespace(c) else c for c in text if not _is_deleted(c))
+        return "".join(" " if is_whitespace(c) else c for c in text if not _is_deleted(c))
 
 
 _MAX_CACHED_WORDS = 1 << 17

@@ -52,7 +52,7 @@ from bert_tf.checkpoints import (CheckpointError, assign_from_checkpoint, checkp
                                  remove_stale_temp_files, write_step_checkpoint)
 from bert_tf.modeling.dropout import dropout_masks_at_padded_length
 from bert_tf.progress import progress_bar
-from bert_tf.tasks.length_batching import DEFAULT_LENGTH_MULTIPLE, trim_padding
+from bert_tf.training.length_batching import DEFAULT_LENGTH_MULTIPLE, trim_padding
 from bert_tf.training.distribution import (check_global_batch, check_model_in_scope,
                                            check_tpu_paths, is_chief, is_tpu_strategy,
                                            resolve_strategy)
@@ -571,7 +571,7 @@ def predict_arrays(model: keras.Model, arrays: Mapping[str, np.ndarray], batch_s
       progress: show a Keras progress bar (examples done of N, with ETA) on stdout.
       length_bucketing: on one replica only, with an `input_mask` among the inputs, run
         length-sorted batches cut to their longest example rounded up to a multiple of 8, rows
-        returned in the original order (`bert_tf.tasks.length_batching.predict_length_bucketed`):
+        returned in the original order (`bert_tf.training.length_batching.predict_length_bucketed`):
         the same outputs up to float rounding; per-position outputs past a batch's length are
         -10000. False, or a strategy with several replicas or a TPU: every batch at the
         arrays' full length.
@@ -592,7 +592,7 @@ def predict_arrays(model: keras.Model, arrays: Mapping[str, np.ndarray], batch_s
     _check_arrays({k: arrays[k] for k in input_keys if k in arrays} or arrays, input_keys)
     strategy = model_strategy(model) if strategy is None else resolve_strategy(strategy)
     if length_bucketing and "input_mask" in input_keys and not _is_distributed(strategy):
-        from bert_tf.tasks.length_batching import predict_length_bucketed
+        from bert_tf.training.length_batching import predict_length_bucketed
 
         return predict_length_bucketed(model, arrays, batch_size, output_keys, input_keys,
                                        progress=progress)

@@ -38,7 +38,7 @@ DatasetFn = Callable[[tf.distribute.InputContext], tf.data.Dataset]
 class PretrainingLoopOptions:
     """Hyper-parameters of the pretraining loop, whatever the model family (the original
     run_pretraining.py flags). BERT's trainer takes `TrainerOptions`, which adds BERT's model and
-    optimizer choices; GPT-1's takes `bert_tf.gpt.pretraining.GptTrainerOptions`."""
+    optimizer choices; GPT-1's takes `bert_tf.runs.gpt_pretraining.GptTrainerOptions`."""
 
     output_dir: str
     train_batch_size: int = 32
@@ -110,7 +110,7 @@ class PretrainingTrainer:
     Another model family reuses the loop by overriding the hooks `create_model`,
     `create_optimizer`, `replica_losses` (+ `loss_keys`), `eval_loss_parts` / `eval_metrics`,
     `initialize_from`, `scheduled_learning_rate` and `export_original_checkpoint`, and `clip_norm`
-    (e.g. `bert_tf.gpt.pretraining.GptPretrainingTrainer`). The loop reads only the
+    (e.g. `bert_tf.runs.gpt_pretraining.GptPretrainingTrainer`). The loop reads only the
     `PretrainingLoopOptions` fields of `options`; BERT's hooks also read `TrainerOptions`'.
     """
 

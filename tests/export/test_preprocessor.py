@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.export.preprocessor import BertPreprocessor, truncated_pair_lengths
-from bert_tf.tasks.packing import pack_tokens, truncate_seq_pair
+from bert_tf.tokenization.packing import pack_tokens, truncate_seq_pair
 from bert_tf.tokenization import FullTokenizer
 
 from serving_setup import SEQ_LENGTH

@@ -39,7 +39,7 @@ def test_original_params_round_trip_through_keras(gpt_fixtures, gpt_fixture_json
     # folder loads into. (Not byte-identical files: the loader keeps only n_ctx of the saved
     # position rows, so a model cannot write back the rows it never held.)
     from bert_tf.gpt.model import GptModel
-    from bert_tf.gpt.params_io import load_original_params
+    from bert_tf.checkpoints.openai import load_original_params
     config = fixture_config(gpt_fixture_json)
     models = []
     for folder in (gpt_fixtures / "model", params_dir):

@@ -54,9 +54,9 @@ def _model(vocab, task, num_classes=2):
 
 
 def _python_logits(model, vocab, rows, task, cut):
-    from bert_tf.gpt.finetuning import TaskRows, transform_rows
+    from bert_tf.tasks.gpt_classifier import TaskRows, transform_rows
     from bert_tf.gpt.input_transforms import SpecialTokens
-    from bert_tf.gpt.text_encoder import WordPieceTextEncoder
+    from bert_tf.tokenization.gpt_text_encoder import WordPieceTextEncoder
     if task == "multiple_choice":
         texts = [[a] for a, _ in rows]
         choices = [[b, a, b] for a, b in rows]
@@ -72,7 +72,7 @@ def _python_logits(model, vocab, rows, task, cut):
                                   "multiple_choice"])
 def test_raw_text_signature_equals_the_python_path(vocab, rows, task, tmp_path):
     from bert_tf.export.serving_compat import check_serving_compatibility
-    from bert_tf.gpt.export import export_gpt_classifier_savedmodel
+    from bert_tf.export.gpt import export_gpt_classifier_savedmodel
     model = _model(vocab, task, num_classes=None if task == "multiple_choice" else 2)
     labels = None if task == "multiple_choice" else ["no", "yes"]
     path = export_gpt_classifier_savedmodel(model, str(tmp_path / "export"), 1, seq_length=SEQ,
@@ -108,7 +108,7 @@ def test_bpe_model_exports_token_ids_and_passes_the_c_loader(vocab, rows, tmp_pa
     (TF Serving's LoadSavedModel) gives Python's outputs for both kinds of export."""
     from bert_tf.export import loader_harness as lh
     from bert_tf.export.serving_compat import check_serving_compatibility
-    from bert_tf.gpt.export import export_gpt_classifier_savedmodel
+    from bert_tf.export.gpt import export_gpt_classifier_savedmodel
     model = _model(vocab, "similarity")
     ids_only = export_gpt_classifier_savedmodel(model, str(tmp_path / "ids"), 1, seq_length=SEQ)
     assert check_serving_compatibility(ids_only).ok
@@ -152,11 +152,11 @@ def test_bpe_raw_text_signature_equals_the_python_encoder_path(rows, tmp_path):
     import keras
     from bert_tf.export.serving_compat import check_serving_compatibility
     from bert_tf.gpt.config import GptConfig
-    from bert_tf.gpt.export import export_gpt_classifier_savedmodel
-    from bert_tf.gpt.finetuning import TaskRows, transform_rows
+    from bert_tf.export.gpt import export_gpt_classifier_savedmodel
+    from bert_tf.tasks.gpt_classifier import TaskRows, transform_rows
     from bert_tf.gpt.input_transforms import SpecialTokens
     from bert_tf.gpt.task_model import GptClassifier
-    from bert_tf.gpt.text_encoder import TextEncoder
+    from bert_tf.tokenization.gpt_text_encoder import TextEncoder
     encoder = TextEncoder(encoders[0], merges[0])
     keras.utils.set_random_seed(5)
     config = GptConfig(n_vocab=len(encoder.encoder), n_special=3, n_ctx=64, n_embd=32,

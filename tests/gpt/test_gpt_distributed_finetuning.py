@@ -27,7 +27,7 @@ if strategy_name != "multi_worker_mirrored":
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu,
                                                [tf.config.LogicalDeviceConfiguration()] * 2)
-from bert_tf.gpt.finetuning import GptClassifierRunOptions, run_gpt_classifier
+from bert_tf.tasks.gpt_classifier import GptClassifierRunOptions, run_gpt_classifier
 opts = GptClassifierRunOptions(
     task_name="MRPC", data_dir=data_dir, gpt_config_file=config, vocab_file=vocab,
     output_dir=output_dir, max_seq_length=64, max_text_length=30, do_train=True, do_eval=True,

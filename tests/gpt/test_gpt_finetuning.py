@@ -69,7 +69,7 @@ def data(tmp_path_factory):
 
 
 def _opts(data, task, output_dir, **overrides):
-    from bert_tf.gpt.finetuning import GptClassifierRunOptions
+    from bert_tf.tasks.gpt_classifier import GptClassifierRunOptions
     folder = {"mrpc": "MRPC", "sst-2": "SST-2", "swag": "swag"}[task]
     kwargs = dict(task_name=task, data_dir=str(data / folder),
                   gpt_config_file=str(data / "gpt_config.json"), output_dir=str(output_dir),
@@ -87,7 +87,7 @@ def _results(path: pathlib.Path) -> dict[str, str]:
 
 def test_mrpc_similarity_trains_and_evaluates_with_the_official_metric(data, tmp_path):
     from bert_tf.evaluation.glue_metrics import glue_metrics
-    from bert_tf.gpt.finetuning import run_gpt_classifier
+    from bert_tf.tasks.gpt_classifier import run_gpt_classifier
     out = tmp_path / "mrpc"
     result = run_gpt_classifier(_opts(data, "mrpc", out, num_train_epochs=2.0,
                                            max_text_length=30,
@@ -124,7 +124,7 @@ def test_mixed_bfloat16_run_trains_and_exports_float32_probabilities(data, tmp_p
     import keras
     import tensorflow as tf
     import tensorflow_text  # noqa: F401 (the in-graph tokenizer's ops)
-    from bert_tf.gpt.finetuning import run_gpt_classifier
+    from bert_tf.tasks.gpt_classifier import run_gpt_classifier
     result = run_gpt_classifier(_opts(data, "mrpc", tmp_path / "mrpc", max_text_length=30,
                                       mixed_precision="mixed_bfloat16",
                                       export_dir=str(tmp_path / "export")))
@@ -142,7 +142,7 @@ def test_aux_lm_loss_weight(data, tmp_path):
     """Same init, same dropout draws: the first step's loss with lm_coef=0.5 exceeds the one with
     lm_coef=0 by half the LM loss, which for fresh weights is about ln(table rows)."""
     from bert_tf.gpt.config import GptConfig
-    from bert_tf.gpt.finetuning import run_gpt_classifier
+    from bert_tf.tasks.gpt_classifier import run_gpt_classifier
     with_lm = run_gpt_classifier(_opts(data, "sst-2", tmp_path / "lm", lm_coef=0.5,
                                        do_eval=False))
     without = run_gpt_classifier(_opts(data, "sst-2", tmp_path / "nolm", lm_coef=0.0,
@@ -156,7 +156,7 @@ def test_aux_lm_loss_weight(data, tmp_path):
 
 
 def test_multiple_choice_swag_layout_and_predict(data, tmp_path):
-    from bert_tf.gpt.finetuning import run_gpt_classifier
+    from bert_tf.tasks.gpt_classifier import run_gpt_classifier
     out = tmp_path / "swag"
     (data / "swag" / "test.csv").write_text(
         (data / "swag" / "val.csv").read_text(encoding="utf-8").replace(",label", ",x"),
@@ -173,9 +173,9 @@ def test_multiple_choice_swag_layout_and_predict(data, tmp_path):
 
 def test_init_from_original_params(data, tmp_path):
     from bert_tf.gpt.config import GptConfig
-    from bert_tf.gpt.finetuning import run_gpt_classifier
+    from bert_tf.tasks.gpt_classifier import run_gpt_classifier
     from bert_tf.gpt.model import GptModel
-    from bert_tf.gpt.params_io import save_original_params
+    from bert_tf.checkpoints.openai import save_original_params
     from bert_tf.training.finetuning import latest_checkpoint
     pretrained = GptModel(GptConfig.from_json_file(data / "gpt_config.json"), classifier=False)
     save_original_params(pretrained, tmp_path / "params")
@@ -186,7 +186,7 @@ def test_init_from_original_params(data, tmp_path):
 
 
 def test_bad_input_is_one_clear_line(data, tmp_path):
-    from bert_tf.gpt.finetuning import GptTaskDataError, run_gpt_classifier
+    from bert_tf.tasks.gpt_classifier import GptTaskDataError, run_gpt_classifier
     # A sequence longer than n_ctx: names the split, the row and the flags.
     with pytest.raises(GptTaskDataError, match=r"mrpc train \(example train-\d+, line/id \d+\): "
                                                r"similarity_inputs: row \d+.*exceeds n_ctx 16"

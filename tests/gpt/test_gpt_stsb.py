@@ -49,7 +49,7 @@ def data(tmp_path_factory):
 
 
 def _opts(data, output_dir, **overrides):
-    from bert_tf.gpt.finetuning import GptClassifierRunOptions
+    from bert_tf.tasks.gpt_classifier import GptClassifierRunOptions
     kwargs = dict(task_name="sts-b", data_dir=str(data / "STS-B"),
                   gpt_config_file=str(data / "gpt_config.json"), output_dir=str(output_dir),
                   vocab_file=str(data / "vocab.txt"), max_seq_length=N_CTX, do_train=True,
@@ -63,7 +63,7 @@ def _opts(data, output_dir, **overrides):
 
 def test_stsb_regression_trains_evaluates_predicts_and_logs_the_scheduled_lr(data, tmp_path):
     from bert_tf.evaluation.glue_metrics import glue_metrics
-    from bert_tf.gpt.finetuning import run_gpt_classifier
+    from bert_tf.tasks.gpt_classifier import run_gpt_classifier
     out = tmp_path / "stsb"
     result = run_gpt_classifier(_opts(data, out))
     assert result["kind"] == "similarity"
@@ -88,7 +88,7 @@ def test_stsb_regression_trains_evaluates_predicts_and_logs_the_scheduled_lr(dat
     assert all(math.isfinite(float(metrics[k])) for k in ("pearson", "spearmanr", "eval_loss"))
     assert -1.0 <= float(metrics["pearson"]) <= 1.0
     # eval_loss is the mean squared error of the dev scores: recompute it from the model.
-    from bert_tf.gpt.finetuning import _load_splits, build_text_encoder, transform_rows
+    from bert_tf.tasks.gpt_classifier import _load_splits, build_text_encoder, transform_rows
     from bert_tf.gpt.config import GptConfig
     from bert_tf.gpt.input_transforms import SpecialTokens
     opts = _opts(data, out)

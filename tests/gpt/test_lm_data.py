@@ -35,7 +35,7 @@ def bpe_spec():
     for module in ("ftfy", "spacy"):
         pytest.importorskip(module, reason=f"the GPT-1 BPE encoder needs {module} "
                             "(pip install 'bert_tf[gpt]'); it is not installed here")
-    from bert_tf.gpt.lm_data import EncoderSpec
+    from bert_tf.pretraining_data.gpt_lm import EncoderSpec
     return EncoderSpec(encoder_path=str(encoders[0]), bpe_path=str(merges[0]))
 
 
@@ -68,7 +68,7 @@ def _shards(prefix: pathlib.Path) -> list[str]:
 
 
 def _run(corpus, out, spec, **kwargs):
-    from bert_tf.gpt.lm_data import LmDataOptions, create_gpt_lm_data
+    from bert_tf.pretraining_data.gpt_lm import LmDataOptions, create_gpt_lm_data
     option_names = {"n_ctx", "random_seed", "held_out_fraction", "document_separator",
                     "docs_per_shard"}
     options = LmDataOptions(**{"n_ctx": N_CTX, "docs_per_shard": DOCS_PER_SHARD,
@@ -133,7 +133,7 @@ def test_resumes_after_a_kill_with_identical_output(tmp_path, corpus, bpe_spec):
     _run(corpus, clean, bpe_spec)
     killed = tmp_path / "killed" / "lm"
     code = (
-        "import sys; from bert_tf.gpt.lm_data import EncoderSpec, LmDataOptions, "
+        "import sys; from bert_tf.pretraining_data.gpt_lm import EncoderSpec, LmDataOptions, "
         "create_gpt_lm_data\n"
         f"create_gpt_lm_data({str(corpus)!r}, {str(killed)!r}, EncoderSpec("
         f"encoder_path={bpe_spec.encoder_path!r}, bpe_path={bpe_spec.bpe_path!r}), "
@@ -159,7 +159,7 @@ def test_resumes_after_a_kill_with_identical_output(tmp_path, corpus, bpe_spec):
 @pytest.mark.gpt_fixtures
 def test_reader_gives_windows_ready_for_training(tmp_path, corpus, bpe_spec):
     import tensorflow as tf
-    from bert_tf.gpt.lm_data import encode_lm_example, lm_dataset
+    from bert_tf.pretraining_data.gpt_lm import encode_lm_example, lm_dataset
     prefix = tmp_path / "lm"
     _run(corpus, prefix, bpe_spec, held_out_fraction=0.1)
     files = _shards(prefix)
@@ -182,7 +182,7 @@ def test_reader_gives_windows_ready_for_training(tmp_path, corpus, bpe_spec):
 
 @pytest.mark.gpt_fixtures
 def test_bad_input_one_clear_error(tmp_path, corpus, bpe_spec):
-    from bert_tf.gpt.lm_data import EncoderSpec
+    from bert_tf.pretraining_data.gpt_lm import EncoderSpec
     with pytest.raises(UserInputError, match="either --encoder_path and --bpe_path"):
         _run(corpus, tmp_path / "x", EncoderSpec(encoder_path=bpe_spec.encoder_path,
                                                  bpe_path=bpe_spec.bpe_path,
@@ -199,7 +199,7 @@ def test_bad_input_one_clear_error(tmp_path, corpus, bpe_spec):
 
 def test_wordpiece_vocabulary_and_the_tool(tmp_path, corpus):
     """The BERT-vocabulary path through the real command-line tool (no ftfy/spaCy needed)."""
-    from bert_tf.gpt.text_encoder import WordPieceTextEncoder
+    from bert_tf.tokenization.gpt_text_encoder import WordPieceTextEncoder
     words = sorted({w for doc in _documents(corpus)[:3] for line in doc
                     for w in line.lower().replace(".", " ").split() if w.isalpha()})
     vocab = tmp_path / "vocab.txt"

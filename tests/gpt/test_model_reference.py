@@ -205,7 +205,7 @@ def test_mixed_bfloat16_policy_trains_with_float32_losses():
     import keras
     from bert_tf.gpt.config import GptConfig
     from bert_tf.gpt.model import GptModel
-    from bert_tf.gpt.optimization import OpenAIAdam
+    from bert_tf.training.openai_adam import OpenAIAdam
     previous = keras.mixed_precision.global_policy()
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
     try:

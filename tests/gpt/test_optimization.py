@@ -25,7 +25,7 @@ BIG_GRAD = 1e-5
 
 @pytest.mark.gpt_fixtures
 def test_schedules_match_original(gpt_fixtures):
-    from bert_tf.gpt.optimization import SCHEDULES
+    from bert_tf.training.openai_adam import SCHEDULES
     data = json.loads((gpt_fixtures / "schedules" / "schedules.json").read_text())
     x = np.asarray(data["x_float32"], np.float32)
     checked = 0
@@ -38,7 +38,7 @@ def test_schedules_match_original(gpt_fixtures):
 
 
 def test_schedule_shapes():
-    from bert_tf.gpt.optimization import warmup_constant, warmup_cosine, warmup_linear
+    from bert_tf.training.openai_adam import warmup_constant, warmup_cosine, warmup_linear
     x = np.asarray([0.0, 0.1, 1.0, 1.5], np.float32)
     np.testing.assert_allclose(warmup_linear(x, 0.1), [0.0, 0.9, 0.0, -0.5], atol=1e-7)
     np.testing.assert_allclose(warmup_cosine(x, 0.1), [0.0, 1.0, 0.0, 0.5], atol=1e-7)
@@ -59,7 +59,7 @@ def _masks_for_params(name, grad, n_embd):
 def _run_three_steps(gpt_fixtures, gpt_fixture_json, vector_l2: bool, compiled: bool = False,
                      fused: bool = False):
     from bert_tf.gpt.model import original_inputs
-    from bert_tf.gpt.optimization import OpenAIAdam
+    from bert_tf.training.openai_adam import OpenAIAdam
     folder = gpt_fixtures / "optimizer"
     log = json.loads((folder / "training_log.json").read_text())
     run = log["run_parameters"]
@@ -202,7 +202,7 @@ def test_first_update_has_lr_zero_and_l2_inside_the_step(fused):
     """Step 1 (x = 0) leaves p unchanged but moves m, v; step 2's L2 term uses p before the
     update and the full lrt (bias correction and schedule). The lr shown (`learning_rate`) is
     the scheduled one."""
-    from bert_tf.gpt.optimization import OpenAIAdam
+    from bert_tf.training.openai_adam import OpenAIAdam
     p = tf.Variable([[1.0, -2.0]])
     b = tf.Variable([3.0])
     opt = OpenAIAdam(learning_rate=0.1, t_total=10, schedule="warmup_constant", warmup=0.05,
@@ -224,7 +224,7 @@ def test_first_update_has_lr_zero_and_l2_inside_the_step(fused):
 
 
 def test_bad_optimizer_arguments():
-    from bert_tf.gpt.optimization import OpenAIAdam
+    from bert_tf.training.openai_adam import OpenAIAdam
     with pytest.raises(UserInputError, match="schedule 'warmup_exp' is unknown"):
         OpenAIAdam(t_total=10, schedule="warmup_exp")
     with pytest.raises(UserInputError, match="t_total must be a positive"):
@@ -234,7 +234,7 @@ def test_bad_optimizer_arguments():
 
 
 def test_optimizer_config_round_trip():
-    from bert_tf.gpt.optimization import OpenAIAdam
+    from bert_tf.training.openai_adam import OpenAIAdam
     import keras
     opt = OpenAIAdam(learning_rate=1e-3, t_total=7, schedule="warmup_cosine", warmup=0.1,
                      vector_l2=True, max_grad_norm=2)

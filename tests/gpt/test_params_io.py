@@ -18,7 +18,7 @@ def _model(fixture_json):
 
 @pytest.mark.gpt_fixtures
 def test_loader_equals_initial_params_exactly(gpt_fixtures, gpt_fixture_json):
-    from bert_tf.gpt.params_io import load_original_params
+    from bert_tf.checkpoints.openai import load_original_params
     model = _model(gpt_fixture_json)
     assigned = load_original_params(model, gpt_fixtures / "model",
                                     n_transfer=gpt_fixture_json["n_transfer_layers"],
@@ -48,7 +48,7 @@ def test_loader_equals_initial_params_exactly(gpt_fixtures, gpt_fixture_json):
 
 @pytest.mark.gpt_fixtures
 def test_n_transfer_minus_one_and_zero(gpt_fixtures, gpt_fixture_json):
-    from bert_tf.gpt.params_io import load_original_params
+    from bert_tf.checkpoints.openai import load_original_params
     seed = gpt_fixture_json["seed"]
     assert load_original_params(_model(gpt_fixture_json), gpt_fixtures / "model",
                                 n_transfer=-1, seed=seed) == []
@@ -58,7 +58,7 @@ def test_n_transfer_minus_one_and_zero(gpt_fixtures, gpt_fixture_json):
 
 @pytest.mark.gpt_fixtures
 def test_writer_round_trip_is_byte_identical(gpt_fixtures, gpt_fixture_json, tmp_path):
-    from bert_tf.gpt.params_io import (N_PARAM_FILES, read_original_param_files,
+    from bert_tf.checkpoints.openai import (N_PARAM_FILES, read_original_param_files,
                                        write_original_param_files)
     arrays = read_original_param_files(gpt_fixtures / "model")
     assert len(arrays) == gpt_fixture_json["n_pretrained_arrays"]
@@ -77,7 +77,7 @@ def test_writer_round_trip_is_byte_identical(gpt_fixtures, gpt_fixture_json, tmp
 
 @pytest.mark.gpt_fixtures
 def test_model_written_and_reloaded(gpt_fixtures, gpt_fixture_json, tmp_path):
-    from bert_tf.gpt.params_io import load_original_params, save_original_params
+    from bert_tf.checkpoints.openai import load_original_params, save_original_params
     seed = gpt_fixture_json["seed"]
     model = _model(gpt_fixture_json)
     load_original_params(model, gpt_fixtures / "model", seed=seed)
@@ -100,7 +100,7 @@ def params_copy(gpt_fixtures, tmp_path):
 
 @pytest.mark.gpt_fixtures
 def test_missing_param_file(params_copy, gpt_fixture_json):
-    from bert_tf.gpt.params_io import load_original_params
+    from bert_tf.checkpoints.openai import load_original_params
     (params_copy / "params_7.npy").unlink()
     with pytest.raises(UserInputError, match=r"params_7.npy: missing"):
         load_original_params(_model(gpt_fixture_json), params_copy)
@@ -117,7 +117,7 @@ def test_missing_param_file(params_copy, gpt_fixture_json):
     (lambda s: {"shapes": s}, "expected a non-empty JSON list"),
 ])
 def test_wrong_shapes_list(params_copy, gpt_fixture_json, edit, message):
-    from bert_tf.gpt.params_io import load_original_params
+    from bert_tf.checkpoints.openai import load_original_params
     path = params_copy / "params_shapes.json"
     path.write_text(json.dumps(edit(json.loads(path.read_text()))))
     model = _model(gpt_fixture_json)
@@ -132,7 +132,7 @@ def test_wrong_shapes_list(params_copy, gpt_fixture_json, edit, message):
 @pytest.mark.gpt_fixtures
 def test_shapes_disagreeing_with_the_config(gpt_fixtures, gpt_fixture_json):
     from bert_tf.gpt.model import GptModel
-    from bert_tf.gpt.params_io import load_original_params
+    from bert_tf.checkpoints.openai import load_original_params
     import dataclasses
     base = fixture_config(gpt_fixture_json)
     cases = [
@@ -156,7 +156,7 @@ def test_shapes_disagreeing_with_the_config(gpt_fixtures, gpt_fixture_json):
 
 @pytest.mark.gpt_fixtures
 def test_conversion_to_keras_and_back(gpt_fixtures, gpt_fixture_json, tmp_path):
-    from bert_tf.gpt.params_io import (keras_to_original_params, original_params_to_keras,
+    from bert_tf.checkpoints.openai import (keras_to_original_params, original_params_to_keras,
                                        read_original_param_files)
     config = fixture_config(gpt_fixture_json)
     original_params_to_keras(gpt_fixtures / "model", config, tmp_path / "gpt.keras",

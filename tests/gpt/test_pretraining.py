@@ -32,7 +32,7 @@ def lm_data(tmp_path_factory):
     """(train glob, held-out glob, config path) of windows of the pydoc corpus."""
     from bert_tf.corpora import write_pydoc_corpus
     from bert_tf.gpt.config import GptConfig
-    from bert_tf.gpt.lm_data import EncoderSpec, LmDataOptions, create_gpt_lm_data
+    from bert_tf.pretraining_data.gpt_lm import EncoderSpec, LmDataOptions, create_gpt_lm_data
     root = tmp_path_factory.mktemp("gpt_lm")
     corpus = root / "pydoc.txt"
     write_pydoc_corpus(str(corpus))
@@ -55,7 +55,7 @@ def lm_data(tmp_path_factory):
 
 
 def _run(lm_data, output_dir, **overrides):
-    from bert_tf.gpt.pretraining import GptPretrainingRun
+    from bert_tf.runs.gpt_pretraining import GptPretrainingRun
     train, heldout, config = lm_data
     kwargs = dict(gpt_config_file=config, input_file=train, eval_input_file=heldout,
                   output_dir=str(output_dir), do_train=True, do_eval=False, train_batch_size=8,
@@ -73,8 +73,8 @@ def _checkpoint_tensors(prefix: str) -> dict[str, np.ndarray]:
 
 
 def test_trains_loss_falls_and_writes_every_output(lm_data, tmp_path):
-    from bert_tf.gpt.pretraining import run_gpt_pretraining
-    from bert_tf.gpt.params_io import read_original_param_files
+    from bert_tf.runs.gpt_pretraining import run_gpt_pretraining
+    from bert_tf.checkpoints.openai import read_original_param_files
     out = tmp_path / "run"
     result = run_gpt_pretraining(_run(lm_data, out, num_train_steps=30,
                                       save_checkpoints_steps=30, iterations_per_loop=10,
@@ -97,7 +97,7 @@ def test_trains_loss_falls_and_writes_every_output(lm_data, tmp_path):
     assert math.isclose(float(lines["perplexity"]), math.exp(float(lines["lm_loss"])),
                         rel_tol=1e-9)
     # The SavedModel's LM loss on the held-out windows, computed here, gives the same perplexity.
-    from bert_tf.gpt.lm_data import lm_dataset
+    from bert_tf.pretraining_data.gpt_lm import lm_dataset
     served = tf.saved_model.load(str(tmp_path / "export")).signatures["serving_default"]
     nll, count = 0.0, 0
     for batch in lm_dataset(lm_data[1], N_CTX, batch_size=8, is_training=False):
@@ -113,12 +113,12 @@ def test_trains_loss_falls_and_writes_every_output(lm_data, tmp_path):
 def test_resume_is_bit_identical_with_dropout(lm_data, tmp_path):
     """A run stopped after its step-4 checkpoint and restarted (new trainer, same output_dir)
     ends with the uninterrupted run's checkpoint: weights, Adam slots, step, dropout streams."""
-    from bert_tf.gpt.pretraining import run_gpt_pretraining
+    from bert_tf.runs.gpt_pretraining import run_gpt_pretraining
     full = run_gpt_pretraining(_run(lm_data, tmp_path / "full"))
     # Interrupted: a first process that stops at step 4 (num_train_steps is the same, so the
     # schedule is), then a fresh trainer resumes from output_dir.
     from bert_tf.gpt.config import GptConfig
-    from bert_tf.gpt.pretraining import GptPretrainingTrainer, lm_input_fn
+    from bert_tf.runs.gpt_pretraining import GptPretrainingTrainer, lm_input_fn
     import keras
     run = _run(lm_data, tmp_path / "resumed")
     keras.utils.set_random_seed(run.seed)
@@ -139,7 +139,7 @@ def test_resume_is_bit_identical_with_dropout(lm_data, tmp_path):
 
 def test_init_from_original_params_and_bad_inputs(lm_data, tmp_path):
     """--init_checkpoint takes the original params folder the run wrote; nonsense is one line."""
-    from bert_tf.gpt.pretraining import run_gpt_pretraining
+    from bert_tf.runs.gpt_pretraining import run_gpt_pretraining
     first = tmp_path / "first"
     run_gpt_pretraining(_run(lm_data, first, num_train_steps=2, save_checkpoints_steps=2))
     result = run_gpt_pretraining(_run(lm_data, tmp_path / "eval_only", do_train=False,
@@ -150,7 +150,7 @@ def test_init_from_original_params_and_bad_inputs(lm_data, tmp_path):
     # rows (train.py draws them afresh), everything else is equal.
     from bert_tf.gpt.config import GptConfig
     from bert_tf.gpt.model import GptModel
-    from bert_tf.gpt.pretraining import load_gpt_weights
+    from bert_tf.runs.gpt_pretraining import load_gpt_weights
     config = GptConfig.from_json_file(lm_data[2])
     from_params, from_ckpt = (GptModel(config, classifier=False) for _ in range(2))
     assert load_gpt_weights(from_params, str(first / "original_params")) == "original"
@@ -225,7 +225,7 @@ cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 import keras
 from bert_tf.gpt.config import GptConfig
-from bert_tf.gpt.pretraining import GptPretrainingTrainer, GptTrainerOptions, lm_input_fn
+from bert_tf.runs.gpt_pretraining import GptPretrainingTrainer, GptTrainerOptions, lm_input_fn
 name, config_path, train, output_dir, stop = sys.argv[1:6]
 strategy = (tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]) if name == "mirrored"
             else tf.distribute.OneDeviceStrategy("/cpu:0"))

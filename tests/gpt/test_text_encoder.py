@@ -45,7 +45,7 @@ def records(bpe_fixtures) -> list[dict]:
 
 
 def _new_encoder(folder: pathlib.Path):
-    from bert_tf.gpt.text_encoder import TextEncoder
+    from bert_tf.tokenization.gpt_text_encoder import TextEncoder
     bpe_dir = folder / "bpe"
     encoder_path = next(iter(sorted(bpe_dir.glob("encoder_bpe_*.json"))))
     bpe_path = next(iter(sorted(bpe_dir.glob("vocab_*.bpe"))))
@@ -74,7 +74,7 @@ def test_ids_identical_on_every_fixture_text(bpe_fixtures, records):
 @pytest.mark.gpt_fixtures
 def test_every_stage_matches(bpe_fixtures, records):
     """ftfy -> text_standardize -> spaCy tokens -> BPE strings -> decoded tokens, per record."""
-    from bert_tf.gpt.text_encoder import text_standardize
+    from bert_tf.tokenization.gpt_text_encoder import text_standardize
     encoder = _new_encoder(bpe_fixtures)
     for r in records:
         fixed = encoder._ftfy.fix_text(r["text"])  # pylint: disable=protected-access
@@ -145,8 +145,8 @@ def test_bpe_direct_calls_keep_the_originals_edge_behaviour(bpe_fixtures):
 
 
 def test_missing_bpe_files_give_one_line_naming_the_file(tmp_path):
-    from bert_tf.gpt.bpe import load_bpe_merges, load_encoder
-    from bert_tf.gpt.text_encoder import TextEncoder
+    from bert_tf.tokenization.gpt_bpe import load_bpe_merges, load_encoder
+    from bert_tf.tokenization.gpt_text_encoder import TextEncoder
     encoder_path = tmp_path / "encoder_bpe_40000.json"
     bpe_path = tmp_path / "vocab_40000.bpe"
     for missing in (encoder_path, bpe_path):
@@ -164,7 +164,7 @@ def test_missing_bpe_files_give_one_line_naming_the_file(tmp_path):
 
 
 def test_importing_the_package_loads_neither_spacy_nor_ftfy():
-    code = ("import sys, bert_tf.gpt, bert_tf.gpt.text_encoder; "
+    code = ("import sys, bert_tf.gpt, bert_tf.tokenization.gpt_text_encoder; "
             "print(sorted(m for m in ('spacy', 'ftfy', 'tensorflow') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=PROJECT_ROOT)
@@ -172,7 +172,7 @@ def test_importing_the_package_loads_neither_spacy_nor_ftfy():
 
 
 def test_wordpiece_text_encoder_is_full_tokenizer_behind_the_encode_api(tmp_path):
-    from bert_tf.gpt.text_encoder import WordPieceTextEncoder
+    from bert_tf.tokenization.gpt_text_encoder import WordPieceTextEncoder
     from bert_tf.tokenization import FullTokenizer
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "cat", "sat", "##s", ",", "!", "on",
              "mat", "un", "##want", "##ed"]
@@ -192,11 +192,11 @@ def test_wordpiece_text_encoder_is_full_tokenizer_behind_the_encode_api(tmp_path
 
 
 # ------------------------------------------------------------------------------------------
-# The in-graph encoder (bert_tf.gpt.bpe_in_graph): exact BPE; ftfy/spaCy approximated.
+# The in-graph encoder (bert_tf.tokenization.gpt_bpe_in_graph): exact BPE; ftfy/spaCy approximated.
 
 @pytest.fixture(scope="module")
 def in_graph(bpe_fixtures):
-    from bert_tf.gpt.bpe_in_graph import InGraphBpeEncoder
+    from bert_tf.tokenization.gpt_bpe_in_graph import InGraphBpeEncoder
     bpe_dir = bpe_fixtures / "bpe"
     encoder_path = next(iter(sorted(bpe_dir.glob("encoder_bpe_*.json"))))
     bpe_path = next(iter(sorted(bpe_dir.glob("vocab_*.bpe"))))

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from bert_tf.studies import data as study_data
-from bert_tf.studies import training
+from bert_tf.studies import cell_runs
 from bert_tf.studies.declarations import SCALES, BERT_TABLE5, GPT_TABLE5, StudyError
 from bert_tf.studies.run import StudyRunOptions, run_study
 
@@ -63,30 +63,30 @@ def test_scores_use_each_tasks_official_metric():
     labels = rng.integers(0, 2, 200)
     logits = rng.normal(size=(200, 2)) + 1.5 * np.eye(2)[labels]
     cola = study_data.TaskData("CoLA", ["0", "1"], [], [], pair=False)
-    value, metrics = training.score_task(cola, logits, labels, "cell")
+    value, metrics = cell_runs.score_task(cola, logits, labels, "cell")
     mcc = matthews_corrcoef(logits.argmax(-1), labels)
     assert value == round(100 * mcc, 2) and metrics == {"mcc": round(100 * mcc, 2)}
     assert 0 < value < 100  # the noisy logits are neither right nor wrong everywhere
     sst = study_data.TaskData("SST-2", ["0", "1"], [], [], pair=False)
-    value, metrics = training.score_task(sst, logits, labels, "cell")
+    value, metrics = cell_runs.score_task(sst, logits, labels, "cell")
     assert value == round(100 * float(np.mean(logits.argmax(-1) == labels)), 2)
     assert metrics == {"acc": value}
     scores = rng.uniform(0, 5, 300).astype(np.float32)
     predicted = (scores + rng.normal(scale=1.0, size=300))[:, None]
     stsb = study_data.TaskData("STS-B", [], [], [], pair=True, regression=True)
-    value, metrics = training.score_task(stsb, predicted, scores, "cell")
+    value, metrics = cell_runs.score_task(stsb, predicted, scores, "cell")
     assert value == round(100 * pearson(predicted[:, 0], scores), 2)
     assert metrics["spearmanr"] == round(100 * spearman(predicted[:, 0], scores), 2)
     topic = study_data.TaskData("topic", ["a", "b"], [], [], pair=False)
-    assert training.score_task(topic, logits, labels, "cell")[1] == {}  # not a GLUE task
+    assert cell_runs.score_task(topic, logits, labels, "cell")[1] == {}  # not a GLUE task
     assert [study_data.task_metric(t) for t in ("CoLA", "STS-B", "SQuAD", "RTE", "IMDb")] == \
         ["mcc", "pearson", "f1", "accuracy", "accuracy"]
     # A collapsed regression (one score for every pair): Pearson undefined, scored 0, said so.
-    value, metrics = training.score_task(stsb, np.full((300, 1), 2.5), scores, "cell")
+    value, metrics = cell_runs.score_task(stsb, np.full((300, 1), 2.5), scores, "cell")
     assert value == 0.0 and metrics["pearson"] is None and metrics["corr"] is None
     assert metrics["note"] == "every held-out prediction is 2.5: pearson undefined, scored 0"
     with pytest.raises(FloatingPointError, match="cell: held-out pearson is not finite"):
-        training.score_task(stsb, np.full((300, 1), np.nan), scores, "cell")
+        cell_runs.score_task(stsb, np.full((300, 1), np.nan), scores, "cell")
 
 
 def test_a_reused_gpt_cell_of_another_transformation_is_named():
@@ -108,13 +108,13 @@ def test_gpt_transformations_are_the_papers():
         return study_data.TaskData(name, [], [], [], pair=pair, regression=regression)
 
     # GPT-1 section 3.3 / run_classifier --model_family=gpt: similarity for MRPC and STS-B.
-    assert training.gpt_transformation(task("MRPC", True)) == "similarity"
-    assert training.gpt_transformation(task("STS-B", True, True)) == "similarity"
-    assert training.gpt_transformation(task("RTE", True)) == "entailment"
-    assert training.gpt_transformation(task("CoLA", False)) == "classification"
-    assert training.gpt_transformation(task("topic", False)) == "classification"
+    assert cell_runs.gpt_transformation(task("MRPC", True)) == "similarity"
+    assert cell_runs.gpt_transformation(task("STS-B", True, True)) == "similarity"
+    assert cell_runs.gpt_transformation(task("RTE", True)) == "entailment"
+    assert cell_runs.gpt_transformation(task("CoLA", False)) == "classification"
+    assert cell_runs.gpt_transformation(task("topic", False)) == "classification"
     # The BiLSTM row pools one sequence.
-    assert training.gpt_transformation(task("MRPC", True), bilstm=True) == "entailment"
+    assert cell_runs.gpt_transformation(task("MRPC", True), bilstm=True) == "entailment"
 
 
 def test_gpt_span_inputs_swap_bert_specials():
@@ -215,7 +215,7 @@ def test_glue_tasks_fine_tune_both_models(tiny_setup, task_name):
     variants = {v.name: v for v in BERT_TABLE5.variants}
     for name in ("no_pretraining", "ltr_no_nsp", "ltr_bilstm"):
         cell = tiny_setup["folder"] / f"{task_name}-{name}"
-        r = training.finetune(str(cell), variants[name], tiny_setup["scale"],
+        r = cell_runs.finetune(str(cell), variants[name], tiny_setup["scale"],
                               tiny_setup["data"], task, 1, None)
         assert r["metric"] == study_data.task_metric(task_name)
         assert math.isfinite(r["value"]) and -100.0 <= r["value"] <= 100.0
@@ -224,7 +224,7 @@ def test_glue_tasks_fine_tune_both_models(tiny_setup, task_name):
         if task.regression:
             assert set(r["metrics"]) == {"pearson", "spearmanr", "corr"}
         if name.startswith("ltr"):
-            assert r["transformation"] == training.gpt_transformation(
+            assert r["transformation"] == cell_runs.gpt_transformation(
                 task, name == "ltr_bilstm")
 
 
@@ -233,12 +233,12 @@ def test_squad_split_fine_tunes_bert_and_the_left_to_right_model(tiny_setup):
     import keras
 
     from bert_tf.gpt.model import GptModel
-    from bert_tf.gpt.params_io import save_original_params
+    from bert_tf.checkpoints.openai import save_original_params
 
     scale, data, task = tiny_setup["scale"], tiny_setup["data"], tiny_setup["tasks"]["SQuAD"]
     # A "pretrained" left-to-right model in the original params format (what the study's
     # GPT pretraining cell writes), loaded by the LTR variants.
-    gpt = GptModel(training.gpt_config(scale, data["vocab_size"]), classifier=False,
+    gpt = GptModel(cell_runs.gpt_config(scale, data["vocab_size"]), classifier=False,
                    name="gpt")
     gpt({"token_ids": np.zeros((1, scale.max_seq_length), np.int32)})
     params = str(tiny_setup["folder"] / "gpt_params")
@@ -247,7 +247,7 @@ def test_squad_split_fine_tunes_bert_and_the_left_to_right_model(tiny_setup):
     for name in ("no_pretraining", "ltr_bilstm", "aux_lm"):
         keras.backend.clear_session()
         v = variants[name]
-        r = training.finetune_squad(str(tiny_setup["folder"] / f"squad-{name}"), v, scale, data,
+        r = cell_runs.finetune_squad(str(tiny_setup["folder"] / f"squad-{name}"), v, scale, data,
                                     task, 1, {"params": params} if v.pretrained else None)
         assert r["metric"] == "f1" and math.isfinite(r["value"]) and 0 <= r["value"] <= 100
         assert r["steps"] == 5  # the original's rule: 160 questions / 32 x 1 epoch

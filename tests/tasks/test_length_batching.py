@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.tasks.length_batching import (example_lengths, plan_length_batches,
+from bert_tf.training.length_batching import (example_lengths, plan_length_batches,
                                            predict_length_bucketed, trim_padding)
 
 LOGIT_TOLERANCE = 1e-5
@@ -179,7 +179,7 @@ def test_extract_features_cut_batches_equal_full_padding(original_fixtures, shar
     """extract_features cuts each batch to its longest example (DEFAULT_LENGTH_MULTIPLE): the values of
     the real tokens equal the encoder at full max_seq_length padding (6-decimal output)."""
     from bert_tf.checkpoints import load_original_checkpoint
-    from bert_tf.feature_extraction import extract_features, pack_examples, parse_line
+    from bert_tf.tasks.feature_extraction import extract_features, pack_examples, parse_line
     from bert_tf.modeling import BertConfig, BertEncoder
     from bert_tf.tokenization import FullTokenizer
 

@@ -6,7 +6,7 @@ from bert_tf.errors import UserInputError
 
 from bert_tf.training.distribution import check_global_batch, check_tpu_paths, create_strategy
 from bert_tf.pretraining_data.tfrecord_reader import expand_input_files
-from bert_tf.training.pretraining_run import PretrainingRun, run_pretraining
+from bert_tf.runs.bert_pretraining import PretrainingRun, run_pretraining
 
 
 def test_batch_not_divisible_by_replicas():

@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.checkpoints import read_checkpoint
-from bert_tf.tasks.length_batching import example_lengths
+from bert_tf.training.length_batching import example_lengths
 from bert_tf.training import finetuning
 from bert_tf.training.finetuning import FinetuneOptions, train_model
 
@@ -118,7 +118,7 @@ def test_gpt_similarity_cut_batches_equal_padded_with_dropout(mrpc_bert, tmp_pat
     """GPT-1 (causal, classify token read where it is, LM loss over the mask): cut by "mask"."""
     from bert_tf.gpt.config import GptConfig
     from bert_tf.gpt.input_transforms import SpecialTokens, similarity_inputs
-    from bert_tf.gpt.optimization import OpenAIAdam
+    from bert_tf.training.openai_adam import OpenAIAdam
     from bert_tf.gpt.task_model import GptClassifier
 
     arrays, _ = mrpc_bert
@@ -154,7 +154,7 @@ def test_gpt_similarity_cut_batches_equal_padded_with_dropout(mrpc_bert, tmp_pat
     assert np.ptp(losses_padded) > 1e-3
     # Evaluation as run_gpt_classifier runs it on one device: length-sorted batches cut by
     # "mask" give the full-length logits.
-    from bert_tf.tasks.length_batching import predict_length_bucketed
+    from bert_tf.training.length_batching import predict_length_bucketed
     from bert_tf.training.finetuning import predict_arrays
 
     model = run.model

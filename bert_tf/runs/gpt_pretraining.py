@@ -6,7 +6,7 @@ streams, exact resume by re-creating the seeded input and skipping the consumed 
 with ETA, TensorBoard scalars) with GPT-1's model, objective and optimizer plugged into its hooks:
 
 - model: `GptModel(classifier=False)`; inputs are the contiguous `n_ctx` windows of
-  `bert_tf.gpt.lm_data` ({"token_ids": int32 [batch, n_ctx]});
+  `bert_tf.pretraining_data.gpt_lm` ({"token_ids": int32 [batch, n_ctx]});
 - objective: the LM loss as train.py computes it, the mean over every predicted token (position i
   predicts token i + 1; windows are full, so this is also train.py's mean of per-sequence means);
   under n replicas each replica's share is its token-loss sum / the global number of tokens, so
@@ -36,9 +36,9 @@ from bert_tf.errors import UserInputError
 from bert_tf.gpt.config import GptConfig
 from bert_tf.gpt.losses import lm_token_losses
 from bert_tf.gpt.model import GptModel
-from bert_tf.gpt.optimization import SCHEDULES, OpenAIAdam
+from bert_tf.training.openai_adam import SCHEDULES, OpenAIAdam
 from bert_tf.options import option
-from bert_tf.gpt.params_io import SHAPES_FILE, load_original_params, save_original_params
+from bert_tf.checkpoints.openai import SHAPES_FILE, load_original_params, save_original_params
 from bert_tf.training.distribution import (DistributionOptions, check_global_batch,
                                            check_tpu_paths, create_strategy_from_options)
 from bert_tf.training.pretraining_loop import PretrainingLoopOptions, PretrainingTrainer
@@ -222,7 +222,7 @@ def lm_input_fn(files, n_ctx: int, global_batch: int, is_training: bool, seed: i
     """`dataset_fn(ctx)` for the trainer: the `lm_data` windows as {"token_ids": int32
     [per_replica_batch, n_ctx]} (training: shuffled with `seed` and repeated; evaluation: in file
     order, once, the last partial batch kept)."""
-    from bert_tf.gpt.lm_data import FEATURE_NAME, lm_dataset
+    from bert_tf.pretraining_data.gpt_lm import FEATURE_NAME, lm_dataset
 
     def dataset_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
         ds = lm_dataset(files, n_ctx, batch_size=ctx.get_per_replica_batch_size(global_batch),
@@ -317,7 +317,7 @@ def run_gpt_pretraining(run: GptPretrainingRun) -> dict:
             logging.info("Wrote the original-layout params %s", result["original_params"])
             result["curves"] = plot_curves(run.output_dir)
             if run.export_dir:
-                from bert_tf.gpt.export import export_gpt_lm_savedmodel
+                from bert_tf.export.gpt import export_gpt_lm_savedmodel
                 result["export_dir"] = export_gpt_lm_savedmodel(trainer.model, run.export_dir,
                                                                 overwrite=True)
                 logging.info("Exported the LM SavedModel to %s", result["export_dir"])

@@ -10,8 +10,8 @@ OpenAI's `finetune-transformer-lm` ships two files that define the BPE:
 
 `bpe_merge` is the original `TextEncoder.bpe` merge loop (symbols are code points, `</w>` glued
 to the last one; repeatedly merge every non-overlapping occurrence, left to right, of the adjacent
-pair with the lowest rank). It is used by `bert_tf.gpt.text_encoder.TextEncoder` (which adds the
-original's cache) and to check the in-graph BPE (`bert_tf.gpt.bpe_in_graph`).
+pair with the lowest rank). It is used by `bert_tf.tokenization.gpt_text_encoder.TextEncoder` (which adds the
+original's cache) and to check the in-graph BPE (`bert_tf.tokenization.gpt_bpe_in_graph`).
 """
 from __future__ import annotations
 

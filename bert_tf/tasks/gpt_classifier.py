@@ -41,7 +41,7 @@ from bert_tf.gpt.config import GptConfig
 from bert_tf.gpt.input_transforms import (InputTransformError, SpecialTokens,
                                           classification_inputs, entailment_inputs,
                                           multiple_choice_inputs, similarity_inputs)
-from bert_tf.gpt.optimization import SCHEDULES
+from bert_tf.training.openai_adam import SCHEDULES
 from bert_tf.options import option
 from bert_tf.training.distribution import DistributionOptions
 from bert_tf.training.precision import (FINETUNING_PRECISION_POLICIES,
@@ -339,7 +339,7 @@ def _check_options(opts: GptClassifierRunOptions) -> str:
 def build_text_encoder(opts: GptClassifierRunOptions, config: GptConfig):
     """The BPE `TextEncoder` (--encoder_path/--bpe_path) or `WordPieceTextEncoder`
     (--vocab_file); its vocabulary must fit the config's n_vocab."""
-    from bert_tf.gpt.lm_data import EncoderSpec
+    from bert_tf.pretraining_data.gpt_lm import EncoderSpec
     spec = EncoderSpec(encoder_path=opts.encoder_path, bpe_path=opts.bpe_path,
                        vocab_file=opts.vocab_file, do_lower_case=opts.do_lower_case)
     spec.validate()
@@ -389,7 +389,7 @@ def _predict_logits(model, arrays: dict, batch_size: int, strategy,
     from bert_tf.training.finetuning import predict_arrays
 
     if length_bucketing and strategy.num_replicas_in_sync == 1:
-        from bert_tf.tasks.length_batching import predict_length_bucketed
+        from bert_tf.training.length_batching import predict_length_bucketed
 
         return predict_length_bucketed(model, arrays, batch_size, ["logits"],
                                        input_keys=("token_ids",), mask_key="mask")["logits"]
@@ -452,8 +452,8 @@ def run_gpt_classifier(opts: GptClassifierRunOptions) -> dict:
 
     import keras
 
-    from bert_tf.gpt.optimization import OpenAIAdam
-    from bert_tf.gpt.pretraining import load_gpt_weights
+    from bert_tf.training.openai_adam import OpenAIAdam
+    from bert_tf.runs.gpt_pretraining import load_gpt_weights
     from bert_tf.gpt.task_model import GptClassifier
     from bert_tf.tasks.results import softmax, write_eval_results
     from bert_tf.training.distribution import resolve_strategy
@@ -562,7 +562,7 @@ def run_gpt_classifier(opts: GptClassifierRunOptions) -> dict:
             result["predict"][rows.name] = path
 
     if opts.export_dir:
-        from bert_tf.gpt.export import export_gpt_classifier_savedmodel
+        from bert_tf.export.gpt import export_gpt_classifier_savedmodel
         result["export_dir"] = export_gpt_classifier_savedmodel(
             model, opts.export_dir, 1, seq_length=opts.max_seq_length, label_list=labels,
             vocab_file=opts.vocab_file, do_lower_case=opts.do_lower_case,

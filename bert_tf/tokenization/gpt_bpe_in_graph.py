@@ -41,7 +41,7 @@ from typing import Iterable, Mapping, Sequence
 
 import tensorflow as tf
 
-from bert_tf.gpt.bpe import END_OF_WORD, load_bpe_merges, load_encoder
+from bert_tf.tokenization.gpt_bpe import END_OF_WORD, load_bpe_merges, load_encoder
 
 __all__ = ["InGraphBpeEncoder", "build_chunk_table", "ftfy_char_map", "python_whitespace_class"]
 
@@ -228,7 +228,7 @@ class InGraphBpeEncoder(tf.Module):
         map and entity table, and a chunk table of spaCy's tokenizer exceptions plus every chunk
         of `corpus` (texts like the ones the export will serve) that the rules get wrong."""
         if text_encoder is None:
-            from bert_tf.gpt.text_encoder import TextEncoder
+            from bert_tf.tokenization.gpt_text_encoder import TextEncoder
             text_encoder = TextEncoder(encoder_path, bpe_path)
         table = build_chunk_table(corpus, text_encoder)
         return cls(encoder_path, bpe_path, chunk_table=table, name=name)
@@ -371,14 +371,14 @@ def build_chunk_table(texts: Iterable[str], encoder, *, include_spacy_exceptions
 
     Args:
       texts: a corpus like the one the export will serve (raw text, as given to `encode`).
-      encoder: a `bert_tf.gpt.text_encoder.TextEncoder` (its ftfy, standardize and spaCy).
+      encoder: a `bert_tf.tokenization.gpt_text_encoder.TextEncoder` (its ftfy, standardize and spaCy).
       include_spacy_exceptions: also check every key of spaCy's tokenizer exceptions.
       batch_size: chunks per in-graph batch.
 
     Returns:
       the table for `InGraphBpeEncoder(chunk_table=...)`.
     """
-    from bert_tf.gpt.text_encoder import text_standardize
+    from bert_tf.tokenization.gpt_text_encoder import text_standardize
     chunks: set[str] = set()
     for text in texts:
         standardized = text_standardize(encoder._ftfy.fix_text(text))  # pylint: disable=protected-access

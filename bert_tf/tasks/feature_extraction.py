@@ -16,8 +16,8 @@ from bert_tf.errors import UserInputError
 from bert_tf import io_utils
 from bert_tf.io_utils import atomic_output_path
 from bert_tf.modeling import BertEncoder
-from bert_tf.tasks.length_batching import DEFAULT_LENGTH_MULTIPLE, round_up_length
-from bert_tf.tasks.packing import PackedInput, pack_tokens
+from bert_tf.training.length_batching import DEFAULT_LENGTH_MULTIPLE, round_up_length
+from bert_tf.tokenization.packing import PackedInput, pack_tokens
 
 _PAIR_RE = re.compile(r"^(.*) \|\|\| (.*)$")
 

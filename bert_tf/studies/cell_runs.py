@@ -133,10 +133,10 @@ def pretrain_gpt(cell_dir: str, scale: Scale, data: dict, seed: int) -> dict:
     import keras
     import tensorflow as tf
 
-    from bert_tf.gpt.lm_data import lm_dataset
+    from bert_tf.pretraining_data.gpt_lm import lm_dataset
     from bert_tf.gpt.model import GptModel
-    from bert_tf.gpt.optimization import OpenAIAdam
-    from bert_tf.gpt.params_io import save_original_params
+    from bert_tf.training.openai_adam import OpenAIAdam
+    from bert_tf.checkpoints.openai import save_original_params
     from bert_tf.training.finetuning import FinetuneOptions, train_model
 
     keras.utils.set_random_seed(seed)
@@ -187,8 +187,8 @@ def gpt_held_out_metrics(model, cell_dir: str, scale: Scale, data: dict, seed: i
     "held_out_lm_tokens"}."""
     import tensorflow as tf
 
-    from bert_tf.gpt.lm_data import EncoderSpec, LmDataOptions, create_gpt_lm_data, lm_dataset
-    from bert_tf.gpt.pretraining import lm_eval_sums
+    from bert_tf.pretraining_data.gpt_lm import EncoderSpec, LmDataOptions, create_gpt_lm_data, lm_dataset
+    from bert_tf.runs.gpt_pretraining import lm_eval_sums
 
     if not data.get("held_out_corpus"):
         return {}
@@ -230,9 +230,9 @@ def _bert_arrays(task: TaskData, examples: list[TaskExample], tokenizer, seq: in
 def gpt_transformation(task: TaskData, bilstm: bool = False) -> str:
     """GPT-1's input transformation for `task` ("classification", "entailment" or
     "similarity"): the paper's, as `run_classifier --model_family=gpt` uses it
-    (`bert_tf.gpt.finetuning.TASK_KINDS`: similarity for MRPC and STS-B), else entailment for
+    (`bert_tf.tasks.gpt_classifier.TASK_KINDS`: similarity for MRPC and STS-B), else entailment for
     pairs. A BiLSTM head pools one sequence: entailment's instead of similarity's two."""
-    from bert_tf.gpt.finetuning import TASK_KINDS
+    from bert_tf.tasks.gpt_classifier import TASK_KINDS
 
     kind = TASK_KINDS.get(task.name.lower(), "entailment" if task.pair else "classification")
     return "entailment" if bilstm and kind == "similarity" else kind
@@ -322,7 +322,7 @@ def _init_gpt(model, arrays: dict, input_keys, variant: Variant, config, pretrai
     """Builds a GPT fine-tuning model (`model.transformer` is its `GptModel`) on one row of
     `arrays` and, when there is a pretraining, loads its original-format params: all layers,
     or the variant's `transfer_layers` (GPT-1 Figure 2)."""
-    from bert_tf.gpt.params_io import load_original_params
+    from bert_tf.checkpoints.openai import load_original_params
 
     model({k: arrays[k][:1] for k in input_keys})  # builds the weights
     if pretraining:
@@ -334,7 +334,7 @@ def _init_gpt(model, arrays: dict, input_keys, variant: Variant, config, pretrai
 
 def _gpt_optimizer(lr: float, steps: int):
     """GPT-1's fine-tuning optimizer: OpenAIAdam, warmup_linear over 10%, L2 0.01."""
-    from bert_tf.gpt.optimization import OpenAIAdam
+    from bert_tf.training.openai_adam import OpenAIAdam
 
     return OpenAIAdam(lr, t_total=steps, schedule="warmup_linear", warmup=0.1, l2=0.01,
                       max_grad_norm=0.0)
@@ -387,7 +387,7 @@ def finetune(cell_dir: str, variant: Variant, scale: Scale, data: dict, task: Ta
             return create_optimizer(lr, steps, warmup, variable_names=names)
     else:
         from bert_tf.gpt.task_model import GptClassifier
-        from bert_tf.gpt.text_encoder import WordPieceTextEncoder
+        from bert_tf.tokenization.gpt_text_encoder import WordPieceTextEncoder
         from bert_tf.tasks.classifier import classification_loss, regression_loss
 
         config = gpt_config(scale, data["vocab_size"])
@@ -615,7 +615,7 @@ def zero_shot(cell_dir: str, scale: Scale, data: dict, task: TaskData, pretraini
     import tensorflow as tf
 
     from bert_tf.gpt.model import GptModel
-    from bert_tf.gpt.text_encoder import WordPieceTextEncoder
+    from bert_tf.tokenization.gpt_text_encoder import WordPieceTextEncoder
     from bert_tf.training.finetuning import latest_checkpoint, load_checkpoint
 
     config = gpt_config(scale, data["vocab_size"])

@@ -52,7 +52,7 @@ from bert_tf.pretraining_data.scalable import _atomic_write_json, _is_finished, 
     _prepare_output, _sha256_file, output_prefix, run_shards, shard_path
 from bert_tf.pretraining_data.text_reader import LineSource, RawDocument, ReadStats, \
     expand_input_patterns
-from bert_tf.pretraining_data.writer import TFRecordShardWriter, _varint
+from bert_tf.pretraining_data.writer import TFRecordShardWriter, varint
 
 __all__ = ["EncoderSpec", "LmDataOptions", "create_gpt_lm_data", "encode_lm_example",
            "held_out_prefix", "lm_dataset"]
@@ -100,7 +100,7 @@ class EncoderSpec:
 
     def build(self):
         """The encoder object (`TextEncoder` or `WordPieceTextEncoder`)."""
-        from bert_tf.gpt.text_encoder import TextEncoder, WordPieceTextEncoder
+        from bert_tf.tokenization.gpt_text_encoder import TextEncoder, WordPieceTextEncoder
         if self.kind == "wordpiece":
             return WordPieceTextEncoder(self.vocab_file, self.do_lower_case)
         return TextEncoder(self.encoder_path, self.bpe_path)
@@ -166,20 +166,20 @@ class _ExampleBytes:
     (packed varints; the same bytes TensorFlow's serializer writes)."""
 
     def __init__(self, vocab_size: int):
-        self._v = [_varint(i) for i in range(max(vocab_size, 1 << 14))]
-        self._key = b"\x0a" + _varint(len(FEATURE_NAME)) + FEATURE_NAME.encode()
+        self._v = [varint(i) for i in range(max(vocab_size, 1 << 14))]
+        self._key = b"\x0a" + varint(len(FEATURE_NAME)) + FEATURE_NAME.encode()
 
     def __call__(self, ids: Sequence[int]) -> bytes:
         v = self._v
         try:
             payload = b"".join([v[i] for i in ids])
         except IndexError:
-            payload = b"".join([_varint(int(i)) for i in ids])
-        int64_list = b"\x0a" + _varint(len(payload)) + payload
-        feature = b"\x1a" + _varint(len(int64_list)) + int64_list
-        entry = self._key + b"\x12" + _varint(len(feature)) + feature
-        features = b"\x0a" + _varint(len(entry)) + entry
-        return b"\x0a" + _varint(len(features)) + features
+            payload = b"".join([varint(int(i)) for i in ids])
+        int64_list = b"\x0a" + varint(len(payload)) + payload
+        feature = b"\x1a" + varint(len(int64_list)) + int64_list
+        entry = self._key + b"\x12" + varint(len(feature)) + feature
+        features = b"\x0a" + varint(len(entry)) + entry
+        return b"\x0a" + varint(len(features)) + features
 
 
 def encode_lm_example(ids: Sequence[int]) -> bytes:

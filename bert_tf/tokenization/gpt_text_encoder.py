@@ -3,7 +3,7 @@
 `TextEncoder` re-implements OpenAI's original GPT-1 encoder (`finetune-transformer-lm`,
 `text_utils.py`) step for step::
 
-    from bert_tf.gpt.text_encoder import TextEncoder
+    from bert_tf.tokenization.gpt_text_encoder import TextEncoder
     enc = TextEncoder("encoder_bpe_40000.json", "vocab_40000.bpe")
     enc.encode(["Hello, world!"], verbose=False)   # [[3570, 240, 1276, 267]]
     enc.decoder[3570]                              # 'hello</w>'
@@ -34,7 +34,7 @@ import re
 from typing import Iterable, Sequence
 
 from bert_tf.errors import UserInputError
-from bert_tf.gpt.bpe import BpeFileError, END_OF_WORD, bpe_merge, load_bpe_ranks, load_encoder
+from bert_tf.tokenization.gpt_bpe import BpeFileError, END_OF_WORD, bpe_merge, load_bpe_ranks, load_encoder
 
 __all__ = ["GptEncoderDependencyError", "TextEncoder", "WordPieceTextEncoder", "text_standardize"]
 

@@ -17,7 +17,7 @@
 
   Raw text is encoded in the graph by bert_tf's WordPiece `InGraphTokenizer` (mode "exact":
   classic tensorflow-text ops only; same ids as `FullTokenizer`, see docs/tokenization.md) or, for
-  the original BPE vocabulary, by `bert_tf.gpt.bpe_in_graph.InGraphBpeEncoder` (exact BPE and
+  the original BPE vocabulary, by `bert_tf.tokenization.gpt_bpe_in_graph.InGraphBpeEncoder` (exact BPE and
   text_standardize; ftfy and spaCy approximated except on the chunks of its chunk table, built
   from texts like the served ones: see docs/gpt_tokenization.md), and packed by the paper's
   transformations like `bert_tf.gpt.input_transforms`, each text cut to its first
@@ -107,7 +107,7 @@ class GptClassifierServingModule(_ModelModule):
 
         from bert_tf.export.preprocessor import ensure_input_shape
         from bert_tf.gpt.input_transforms import SpecialTokens
-        from bert_tf.tasks.length_batching import trim_padding
+        from bert_tf.training.length_batching import trim_padding
         c = model.config
         super().__init__(model, json.dumps({"gpt_config": c.to_dict(), "task": model.task,
                                             "num_classes": model.num_classes,
@@ -224,7 +224,7 @@ def export_gpt_classifier_savedmodel(model: keras.Model, export_dir: str, versio
     from bert_tf.export.serving_compat import assert_servable
     bpe_encoder = None
     if vocab_file is None and encoder_path and bpe_path:
-        from bert_tf.gpt.bpe_in_graph import InGraphBpeEncoder
+        from bert_tf.tokenization.gpt_bpe_in_graph import InGraphBpeEncoder
         bpe_encoder = InGraphBpeEncoder.from_text_encoder(encoder_path, bpe_path,
                                                           corpus=bpe_corpus)
     module = GptClassifierServingModule(model, seq_length or model.config.n_ctx, label_list,
