@@ -3,13 +3,25 @@
     import bert_tf
     model, tokenizer = bert_tf.from_pretrained("path/to/uncased_L-12_H-768_A-12")
 
-Subpackages:
-  modeling           BertConfig, layers (embeddings, attention, transformer block), the encoder,
-                     heads, the pretraining and fine-tuning models (all `.keras`-serializable).
-  tokenization       FullTokenizer & co (the original's API), the in-graph tokenizer, vocab building.
-  checkpoints        original TF1 variable names <-> Keras variables; Hugging Face safetensors.
-  pretraining_data   pretraining-data generation and the TFRecord reader.
+Stages own both model families (docs/architecture.md is the map, bottom to top):
+  tokenization       WordPiece (FullTokenizer & co, the original's API; in-graph; vocab building;
+                     packing) and GPT-1's BPE TextEncoder (ftfy + spaCy + BPE; in-graph).
+  modeling           BERT: BertConfig, layers, the encoder, heads, pretraining and task models.
+  gpt                GPT-1: GptConfig, the causal decoder, tied LM head, classifier head, losses,
+                     the paper's input transformations.
+  checkpoints        Google's TF1 variable names, Hugging Face safetensors, OpenAI params_*.npy.
+  pretraining_data   BERT examples (faithful and scalable), GPT-1 LM windows, TFRecord readers.
   evaluation         official metrics (GLUE, SQuAD v1.1/v2.0, conlleval).
+  training           the optimizers (AdamWeightDecay, LAMB, OpenAIAdam), schedules, strategies,
+                     mixed precision, the pretraining and fine-tuning loops.
+  export             SavedModels of every kind (encoder, preprocessor, BERT and GPT-1 task
+                     models) with serving checks.
+  tasks              task drivers: GLUE/XNLI/IMDb, SQuAD, NER, SWAG, GPT-1 classifier, feature
+                     extraction and feature-based heads, TFDS sources.
+  runs               the pretraining drivers (BERT, GPT-1).
+  quickstart         the offline end-to-end job (tools/quickstart.py).
+  studies            the papers' ablations (tools/run_study.py).
+  cli                the command-line tools' options and entry points (tools/*.py).
 
 Top-level names (imported on first use, so `import bert_tf` does not import TensorFlow):
   from_pretrained    a model and its tokenizer from Google's release folder, a Hugging Face

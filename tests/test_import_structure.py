@@ -15,13 +15,14 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "bert_tf"
 # Floors, bottom to top: a module may import from its own floor and the floors below it.
 FLOORS = [
     ("base", ["bert_tf.errors", "bert_tf.io_utils", "bert_tf.progress", "bert_tf.options",
-              "bert_tf.plotting", "bert_tf.corpora", "bert_tf.moved_modules"]),
+              "bert_tf.plotting", "bert_tf.corpora", "bert_tf.moved_modules", "bert_tf.tfds_io"]),
     ("text -> ids", ["bert_tf.tokenization"]),
     ("models", ["bert_tf.modeling", "bert_tf.gpt"]),
     ("weights, data, metrics", ["bert_tf.checkpoints", "bert_tf.presets", "bert_tf.pretraining_data",
                                 "bert_tf.evaluation"]),
     ("loading", ["bert_tf.pretrained", "bert_tf.hub_module"]),
     ("training", ["bert_tf.training"]),
+    ("the original's Python API", ["bert_tf.original"]),
     ("export", ["bert_tf.export"]),
     ("drivers", ["bert_tf.tasks", "bert_tf.runs"]),
     ("jobs", ["bert_tf.studies", "bert_tf.quickstart"]),

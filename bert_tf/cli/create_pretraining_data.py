@@ -59,7 +59,7 @@ class CreatePretrainingDataRun(PretrainingDataOptions):
 def create(run: CreatePretrainingDataRun) -> None:
     """Generates the data as `run` says (faithful or scalable mode)."""
     if run.tfds_data_dir:
-        from bert_tf.tasks.tfds_sources import pretraining_text_file
+        from bert_tf.pretraining_data.tfds_text import pretraining_text_file
 
         if run.input_file:
             raise PretrainingDataError("--input_file and --tfds_data_dir both given; pass one")

@@ -24,7 +24,7 @@ The id signatures take int32 `input_word_ids`, `input_mask`, `input_type_ids` of
 
 The classifier and multiple-choice signatures (one output row per example) run the model on the
 request cut to its longest example, rounded up to a multiple of 8
-(`tasks.length_batching.trim_padding`): a short sentence packed to seq_length 128 costs its own
+(`training.length_batching.trim_padding`): a short sentence packed to seq_length 128 costs its own
 length, with the same outputs up to float rounding (padding never reaches a real position). The
 per-position exports (squad, ner) keep the full length, so their [B, S] outputs are unchanged.
 """
@@ -36,6 +36,8 @@ import keras
 import tensorflow as tf
 
 from bert_tf.export.preprocessor import INPUT_KEYS, BertPreprocessor, ensure_input_shape
+from bert_tf.export.serving_module import (ModelServingModule, concrete_signature,
+                                           text_specs)
 from bert_tf.modeling import (BertClassifier, BertMultipleChoice, BertSpanLabeler,
                               BertTokenClassifier)
 from bert_tf.training.length_batching import DEFAULT_LENGTH_MULTIPLE, trim_padding
@@ -43,34 +45,16 @@ from bert_tf.training.length_batching import DEFAULT_LENGTH_MULTIPLE, trim_paddi
 TASK_TYPES = ("classifier", "squad", "ner", "multiple_choice")
 
 
-def _tf_variable(v):
-    """The tf.Variable behind a Keras 3 variable (tf.Variable itself unchanged)."""
-    return v.value if hasattr(v, "value") and isinstance(v.value, tf.Variable) else v
-
-
-def _id_specs(rank: int = 2) -> list[tf.TensorSpec]:
-    return [tf.TensorSpec([None] * rank, tf.int32, name=k) for k in INPUT_KEYS]
-
-
-class TaskServingModule(tf.Module):
+class TaskServingModule(ModelServingModule):
     """Base: tracks the model's variables (not the Keras model object: Keras 3 would add a
-    float32 signature of its own), the preprocessor and the label list."""
+    float32 signature of its own), the BERT config, the preprocessor and the label list
+    (`bert_tf.export.serving_module`)."""
 
     def __init__(self, model: keras.Model, preprocessor: BertPreprocessor,
                  label_list: Sequence[str] | None = None, name: str | None = None):
-        super().__init__(name=name)
-        if not model.built:
-            raise ValueError(f"{type(model).__name__} must be built (call "
-                             "build_from_config_shapes() or load a checkpoint) before export")
-        # Kept out of the tracked object graph (plain __dict__ entry): the signatures close over it
-        # and its variables are tracked below.
-        self.__dict__["_model"] = model
-        self.model_variables = [_tf_variable(v) for v in model.variables]
+        super().__init__(model, model.variables, "bert_config_json",
+                         model.config.to_json_string(), label_list, name=name)
         self.preprocessor = preprocessor
-        self.label_list = list(label_list) if label_list is not None else None
-        if self.label_list is not None:
-            self.label_names = tf.constant(self.label_list, tf.string)
-        self.bert_config_json = tf.Variable(model.config.to_json_string(), trainable=False)
 
     def _run(self, inputs: dict[str, tf.Tensor], cut_padding: bool = False
              ) -> dict[str, tf.Tensor]:
@@ -82,13 +66,14 @@ class TaskServingModule(tf.Module):
             inputs = trim_padding(inputs, DEFAULT_LENGTH_MULTIPLE)
         return self._model(inputs, training=False)
 
-    def _labels(self, label_ids: tf.Tensor) -> dict[str, tf.Tensor]:
-        if self.label_list is None:
-            return {}
-        return {"labels": tf.gather(self.label_names, label_ids)}
-
-    def serving_signatures(self) -> dict[str, tf.types.experimental.ConcreteFunction]:
-        raise NotImplementedError
+    def ids_signature(self, outputs, rank: int = 2):
+        """The `serving_ids` signature: `outputs(packed inputs)` on the three int32 id tensors
+        [batch, ..., seq] (rank 2, or 3 for multiple choice)."""
+        return concrete_signature(
+            lambda input_word_ids, input_mask, input_type_ids: outputs(
+                {"input_word_ids": input_word_ids, "input_mask": input_mask,
+                 "input_type_ids": input_type_ids}),
+            *[tf.TensorSpec([None] * rank, tf.int32, name=k) for k in INPUT_KEYS])
 
 
 def _check_labels(num_labels: int, label_list: Sequence[str] | None) -> None:
@@ -113,23 +98,17 @@ class ClassifierExport(TaskServingModule):
             return {"predictions": logits[:, 0], "logits": logits}
         label_ids = tf.argmax(logits, axis=-1, output_type=tf.int32)
         return {"probabilities": tf.nn.softmax(logits, axis=-1), "label_ids": label_ids,
-                "logits": logits, **self._labels(label_ids)}
+                "logits": logits, **self.label_outputs(label_ids)}
 
     def serving_signatures(self):
         pre = self.preprocessor
-        single = tf.function(lambda text: self.outputs(pre.pack_single(text)), jit_compile=False)
-        pair = tf.function(lambda text_a, text_b: self.outputs(pre.pack_pair(text_a, text_b)),
-                           jit_compile=False)
-        ids = tf.function(lambda input_word_ids, input_mask, input_type_ids: self.outputs(
-            {"input_word_ids": input_word_ids, "input_mask": input_mask,
-             "input_type_ids": input_type_ids}), jit_compile=False)
         return {
-            "serving_default": single.get_concrete_function(
-                tf.TensorSpec([None], tf.string, name="text")),
-            "serving_pair": pair.get_concrete_function(
-                tf.TensorSpec([None], tf.string, name="text_a"),
-                tf.TensorSpec([None], tf.string, name="text_b")),
-            "serving_ids": ids.get_concrete_function(*_id_specs()),
+            "serving_default": concrete_signature(
+                lambda text: self.outputs(pre.pack_single(text)), *text_specs("text")),
+            "serving_pair": concrete_signature(
+                lambda text_a, text_b: self.outputs(pre.pack_pair(text_a, text_b)),
+                *text_specs("text_a", "text_b")),
+            "serving_ids": self.ids_signature(self.outputs),
         }
 
 
@@ -195,16 +174,10 @@ class SquadExport(TaskServingModule):
         return start, end
 
     def serving_signatures(self):
-        text = tf.function(lambda question, context: self.from_text(question, context),
-                           jit_compile=False)
-        ids = tf.function(lambda input_word_ids, input_mask, input_type_ids: self.logits(
-            {"input_word_ids": input_word_ids, "input_mask": input_mask,
-             "input_type_ids": input_type_ids}), jit_compile=False)
         return {
-            "serving_default": text.get_concrete_function(
-                tf.TensorSpec([None], tf.string, name="question"),
-                tf.TensorSpec([None], tf.string, name="context")),
-            "serving_ids": ids.get_concrete_function(*_id_specs()),
+            "serving_default": concrete_signature(self.from_text,
+                                                  *text_specs("question", "context")),
+            "serving_ids": self.ids_signature(self.logits),
         }
 
 
@@ -221,7 +194,7 @@ class TokenClassifierExport(TaskServingModule):
         logits = tf.cast(self._run(inputs)["logits"], tf.float32)
         label_ids = tf.argmax(logits, axis=-1, output_type=tf.int32)
         return {"probabilities": tf.nn.softmax(logits, axis=-1), "label_ids": label_ids,
-                **self._labels(label_ids)}
+                **self.label_outputs(label_ids)}
 
     def from_text(self, text: tf.Tensor) -> dict[str, tf.Tensor]:
         pre = self.preprocessor
@@ -237,14 +210,9 @@ class TokenClassifierExport(TaskServingModule):
                 "word_start_mask": word_start}
 
     def serving_signatures(self):
-        text = tf.function(lambda text: self.from_text(text), jit_compile=False)
-        ids = tf.function(lambda input_word_ids, input_mask, input_type_ids: self.outputs(
-            {"input_word_ids": input_word_ids, "input_mask": input_mask,
-             "input_type_ids": input_type_ids}), jit_compile=False)
         return {
-            "serving_default": text.get_concrete_function(
-                tf.TensorSpec([None], tf.string, name="text")),
-            "serving_ids": ids.get_concrete_function(*_id_specs()),
+            "serving_default": concrete_signature(self.from_text, *text_specs("text")),
+            "serving_ids": self.ids_signature(self.outputs),
         }
 
 
@@ -278,16 +246,11 @@ class MultipleChoiceExport(TaskServingModule):
         return self.outputs(inputs)
 
     def serving_signatures(self):
-        text = tf.function(lambda context, choices: self.from_text(context, choices),
-                           jit_compile=False)
-        ids = tf.function(lambda input_word_ids, input_mask, input_type_ids: self.outputs(
-            {"input_word_ids": input_word_ids, "input_mask": input_mask,
-             "input_type_ids": input_type_ids}), jit_compile=False)
         return {
-            "serving_default": text.get_concrete_function(
-                tf.TensorSpec([None], tf.string, name="context"),
+            "serving_default": concrete_signature(
+                self.from_text, *text_specs("context"),
                 tf.TensorSpec([None, self.num_choices], tf.string, name="choices")),
-            "serving_ids": ids.get_concrete_function(*_id_specs(3)),
+            "serving_ids": self.ids_signature(self.outputs, rank=3),
         }
 
 

@@ -1,5 +1,10 @@
 """GPT-1 (Radford et al., 2018) beside BERT, faithful to openai/finetune-transformer-lm.
 
+This package is the GPT-1 model (config, layers, heads, losses, input transformations), as
+`bert_tf.modeling` is BERT's. The family's other parts live in the stages that own them for both
+families (tokenization.gpt_*, checkpoints.openai, pretraining_data.gpt_lm, training.openai_adam,
+export.gpt, tasks.gpt_classifier, runs.gpt_pretraining); their names are served here too, lazily.
+
 Names are served lazily (PEP 562): importing `bert_tf.gpt` imports neither TensorFlow nor
 ftfy/spaCy.
 """
@@ -9,13 +14,13 @@ import importlib
 from typing import Any
 
 _LAZY = {
-    # The original BPE text encoder and the WordPiece alternative (text_encoder.py, bpe.py).
+    # The original BPE text encoder and the WordPiece alternative (tokenization.gpt_*).
     "TextEncoder": "bert_tf.tokenization.gpt_text_encoder",
     "WordPieceTextEncoder": "bert_tf.tokenization.gpt_text_encoder",
     "text_standardize": "bert_tf.tokenization.gpt_text_encoder",
     "BpeFileError": "bert_tf.tokenization.gpt_bpe",
     "InGraphBpeEncoder": "bert_tf.tokenization.gpt_bpe_in_graph",
-    # LM pretraining data: contiguous n_ctx windows (lm_data.py).
+    # LM pretraining data: contiguous n_ctx windows (pretraining_data.gpt_lm).
     "EncoderSpec": "bert_tf.pretraining_data.gpt_lm",
     "LmDataOptions": "bert_tf.pretraining_data.gpt_lm",
     "create_gpt_lm_data": "bert_tf.pretraining_data.gpt_lm",
@@ -50,18 +55,18 @@ _LAZY = {
     "entailment_inputs": "bert_tf.gpt.input_transforms",
     "similarity_inputs": "bert_tf.gpt.input_transforms",
     "multiple_choice_inputs": "bert_tf.gpt.input_transforms",
-    # LM pretraining with the BERT pretraining loop (pretraining.py).
+    # LM pretraining with the BERT pretraining loop (runs.gpt_pretraining).
     "GptTrainerOptions": "bert_tf.runs.gpt_pretraining",
     "GptPretrainingTrainer": "bert_tf.runs.gpt_pretraining",
     "GptPretrainingRun": "bert_tf.runs.gpt_pretraining",
     "run_gpt_pretraining": "bert_tf.runs.gpt_pretraining",
     "load_gpt_weights": "bert_tf.runs.gpt_pretraining",
-    # Fine-tuning through the shared task readers, metrics and loop (finetuning.py).
+    # Fine-tuning through the shared task readers, metrics and loop (tasks.gpt_classifier).
     "GptClassifierRunOptions": "bert_tf.tasks.gpt_classifier",
     "GptTaskDataError": "bert_tf.tasks.gpt_classifier",
     "run_gpt_classifier": "bert_tf.tasks.gpt_classifier",
     "read_rocstories": "bert_tf.tasks.gpt_classifier",
-    # Serving exports (export.py).
+    # Serving exports (export.gpt).
     "export_gpt_lm_savedmodel": "bert_tf.export.gpt",
     "export_gpt_classifier_savedmodel": "bert_tf.export.gpt",
 }

@@ -384,7 +384,7 @@ def _predict_logits(model, arrays: dict, batch_size: int, strategy,
     """Logits [N, ...] in example order. On one replica with `length_bucketing`, length-aware:
     length-sorted batches cut to their longest "mask" row (a causal model's real positions do
     not see the padding after them: the same logits up to float rounding,
-    `tasks.length_batching.predict_length_bucketed`); otherwise every batch at full length
+    `training.length_batching.predict_length_bucketed`); otherwise every batch at full length
     across the replicas (`predict_arrays`)."""
     from bert_tf.training.finetuning import predict_arrays
 

@@ -33,13 +33,13 @@ from typing import Iterator
 
 from absl import logging
 
-from bert_tf import io_utils
-from bert_tf.errors import UserInputError
+from bert_tf import io_utils, tfds_io
+from bert_tf.pretraining_data import tfds_text
+# The pretraining-text dataset lives in pretraining_data.tfds_text; its names stay here as well.
+from bert_tf.pretraining_data.tfds_text import (PRETRAINING_TEXT, pretraining_documents,
+                                                pretraining_text_file, write_pretraining_text)
 from bert_tf.tasks import glue
-
-
-class TfdsSourceError(UserInputError):
-    """A TFDS dataset that is not prepared, unknown or does not fit the task."""
+from bert_tf.tfds_io import TfdsSourceError
 
 
 # GLUE task (bert_tf name) -> (TFDS config, text feature of text_a, of text_b or None).
@@ -58,12 +58,6 @@ GLUE_TFDS = {
 _SPLITS = {"train": "train", "dev": "validation", "test": "test"}
 _MNLI_SPLITS = {"dev": "validation_matched", "dev_mismatched": "validation_mismatched",
                 "test": "test_matched", "test_mismatched": "test_mismatched"}
-
-
-def _tfds():
-    import tensorflow_datasets as tfds
-
-    return tfds
 
 
 def dataset_name(task: str) -> str:
@@ -87,7 +81,7 @@ def load_prepared(name: str, split: str, tfds_data_dir: str):
     """A prepared TFDS split as a tf.data.Dataset, in file order; never downloads.
 
     Raises TfdsSourceError naming --tfds_data_dir when the dataset or split is not there."""
-    tfds = _tfds()
+    tfds = tfds_io.tfds_module()
     io_utils.check_path(tfds_data_dir, "--tfds_data_dir")
     try:
         builder = tfds.builder(name, data_dir=tfds_data_dir)
@@ -104,10 +98,6 @@ def load_prepared(name: str, split: str, tfds_data_dir: str):
     return builder, builder.as_dataset(split=split, shuffle_files=False)
 
 
-def _text(value) -> str:
-    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
-
-
 def glue_examples(task: str, which: str, tfds_data_dir: str) -> list[glue.InputExample]:
     """The `InputExample`s of a task's "train"/"dev"/"test" split from a prepared TFDS dataset,
     equal to the tsv readers' (text_a, text_b, label; test rows unlabelled; file order)."""
@@ -118,7 +108,7 @@ def glue_examples(task: str, which: str, tfds_data_dir: str) -> list[glue.InputE
     builder, dataset = load_prepared(name, split_for(task, which), tfds_data_dir)
     label_feature = builder.info.features["label"]
     names = getattr(label_feature, "names", None)
-    rows = list(_tfds().as_numpy(dataset))
+    rows = list(tfds_io.tfds_module().as_numpy(dataset))
     if "idx" in builder.info.features:
         rows.sort(key=lambda r: int(r["idx"]))  # TFDS shuffles at preparation; idx = file row
     set_type = "dev" if which.startswith("dev") else which
@@ -137,8 +127,8 @@ def glue_examples(task: str, which: str, tfds_data_dir: str) -> list[glue.InputE
                                       f"{processor.labels} (task {task})")
         index = str(int(row["idx"])) if "idx" in row else str(len(examples))
         examples.append(glue.InputExample(
-            guid=f"{set_type}-{len(examples)}", text_a=_text(row[text_a]),
-            text_b=_text(row[text_b]) if text_b else None, label=value, index=index))
+            guid=f"{set_type}-{len(examples)}", text_a=tfds_io.text(row[text_a]),
+            text_b=tfds_io.text(row[text_b]) if text_b else None, label=value, index=index))
     if not examples:
         raise TfdsSourceError(f"--tfds_data_dir={tfds_data_dir}: {name} split {which} is empty")
     return examples
@@ -150,15 +140,15 @@ def squad_data(split: str, tfds_data_dir: str, name: str = "squad/v1.1") -> list
     read. TFDS keeps no file order: articles are in title order, paragraphs in order of first
     appearance by question id, questions by id (the metrics do not depend on the order)."""
     _, dataset = load_prepared(name, split, tfds_data_dir)
-    rows = sorted(_tfds().as_numpy(dataset), key=lambda r: _text(r["id"]))
+    rows = sorted(tfds_io.tfds_module().as_numpy(dataset), key=lambda r: tfds_io.text(r["id"]))
     articles: dict[str, dict[str, list]] = {}
     for r in rows:
-        qa = {"id": _text(r["id"]), "question": _text(r["question"]),
-              "answers": [{"text": _text(t), "answer_start": int(a)} for t, a in
+        qa = {"id": tfds_io.text(r["id"]), "question": tfds_io.text(r["question"]),
+              "answers": [{"text": tfds_io.text(t), "answer_start": int(a)} for t, a in
                           zip(r["answers"]["text"], r["answers"]["answer_start"])]}
         if "is_impossible" in r:
             qa["is_impossible"] = bool(r["is_impossible"])
-        articles.setdefault(_text(r["title"]), {}).setdefault(_text(r["context"]), []).append(qa)
+        articles.setdefault(tfds_io.text(r["title"]), {}).setdefault(tfds_io.text(r["context"]), []).append(qa)
     return [{"title": title, "paragraphs": [{"context": c, "qas": qas}
                                              for c, qas in paragraphs.items()]}
             for title, paragraphs in sorted(articles.items())]
@@ -200,95 +190,14 @@ def conll_sentences(split: str, tfds_data_dir: str, name: str = "conll2003") -> 
     builder, dataset = load_prepared(name, split, tfds_data_dir)
     tags = builder.info.features["ner"].feature.names
     sentences = []
-    for i, row in enumerate(_tfds().as_numpy(dataset)):
-        words = [_text(w) for w in row["tokens"]]
+    for i, row in enumerate(tfds_io.tfds_module().as_numpy(dataset)):
+        words = [tfds_io.text(w) for w in row["tokens"]]
         if not words:
             continue
         sentences.append(NerSentence(words=words, labels=[tags[int(t)] for t in row["ner"]],
                                      lines=list(range(len(words))),
                                      source=f"{name}/{split}#{i}", doc_index=i))
     return sentences
-
-
-PRETRAINING_TEXT = "bert_pretraining_text"
-"""Name (and folder in `--tfds_data_dir`) of the pretraining-text dataset `prepare` makes."""
-
-
-def pretraining_documents(tfds_data_dir: str, name: str = PRETRAINING_TEXT) -> Iterator[str]:
-    """The documents of a prepared `bert_pretraining_text` dataset ("train" split, in corpus
-    order): each its sentences joined by "\n". The builder is not registered with TFDS (it is
-    bert_tf's), so it is read from its folder `<tfds_data_dir>/<name>/<version>`."""
-    tfds = _tfds()
-    io_utils.check_path(tfds_data_dir, "--tfds_data_dir")
-    if not io_utils.isdir(tfds_data_dir):
-        raise TfdsSourceError(f"--tfds_data_dir={tfds_data_dir} is not a directory")
-    root = os.path.join(tfds_data_dir, name)
-    versions = sorted((v for v in (io_utils.listdir(root) if io_utils.isdir(root) else [])
-                       if io_utils.exists(os.path.join(root, v, "dataset_info.json"))),
-                      key=lambda v: tuple(int(x) if x.isdigit() else 0 for x in v.split(".")))
-    if not versions:
-        raise TfdsSourceError(
-            f"--tfds_data_dir={tfds_data_dir}: TFDS dataset {name} is not prepared there "
-            f"(expected {root}/<version>/dataset_info.json); prepare it offline from local text "
-            f"files with bert_tf.tasks.tfds_sources.prepare({name!r}, {tfds_data_dir!r}, "
-            "manual_dir)")
-    builder = tfds.builder_from_directory(os.path.join(root, versions[-1]))
-    if "train" not in builder.info.splits or "text" not in builder.info.features:
-        raise TfdsSourceError(f"--tfds_data_dir={tfds_data_dir}: {root}/{versions[-1]} is not "
-                              "a pretraining-text dataset (a 'train' split of 'text' records)")
-    for row in tfds.as_numpy(builder.as_dataset(split="train", shuffle_files=False)):
-        yield _text(row["text"])
-
-
-def write_pretraining_text(tfds_data_dir: str, path: str, name: str = PRETRAINING_TEXT) -> int:
-    """Writes the prepared pretraining-text dataset as a create_pretraining_data input file (one
-    sentence per line, a blank line after each document), which reads back into the same
-    documents and sentences; returns the number of documents.
-
-    Raises TfdsSourceError when the dataset is missing or holds no document."""
-    count = 0
-    with open(path, "w", encoding="utf-8") as f:
-        for document in pretraining_documents(tfds_data_dir, name):
-            f.write(document)
-            f.write("\n\n")
-            count += 1
-    if not count:
-        raise TfdsSourceError(f"--tfds_data_dir={tfds_data_dir}: {name} holds no document")
-    return count
-
-
-@contextlib.contextmanager
-def pretraining_text_file(tfds_data_dir: str, name: str = PRETRAINING_TEXT) -> Iterator[str]:
-    """create_pretraining_data's `--tfds_data_dir`: a local text file holding the prepared
-    pretraining-text dataset (`write_pretraining_text`), removed on exit. Its name depends only
-    on `tfds_data_dir`, so that a resumed scalable run sees the same input file (its run
-    fingerprint names the input path and size).
-
-    The text reader makes the same documents of it as of the files the dataset was prepared
-    from, except that a document never runs on across two of those files (the builder ends a
-    document at the end of each file; the text reader, as the original, continues it when a
-    file does not end with a blank line)."""
-    import glob
-    import hashlib
-    import tempfile
-
-    key = hashlib.sha1(os.path.abspath(tfds_data_dir).encode("utf-8")).hexdigest()[:12]
-    path = os.path.join(tempfile.gettempdir(), f"bert_tf_{name}_{key}.txt")
-    partial = f"{path}.{os.getpid()}.tmp"
-    for stale in glob.glob(f"{glob.escape(path)}.*.tmp"):  # of killed runs
-        pid = stale[len(path) + 1:-len(".tmp")]
-        if pid.isdigit() and not io_utils.pid_alive(int(pid)):
-            os.remove(stale)
-    try:
-        count = write_pretraining_text(tfds_data_dir, partial, name)
-        os.replace(partial, path)
-        logging.info("%d documents of TFDS %s in %s (as a text file in %s)", count, name,
-                     tfds_data_dir, path)
-        yield path
-    finally:
-        for leftover in (partial, path):
-            if os.path.exists(leftover):
-                os.remove(leftover)
 
 
 class TfdsTaskSource:
@@ -361,7 +270,7 @@ def _local_builder_classes() -> dict:
     """name -> builder class preparing TFDS's dataset of that name from local files. Created
     lazily (importing TFDS's builders is slow) and without registering them (TFDS's own classes
     keep the names)."""
-    tfds = _tfds()
+    tfds = tfds_io.tfds_module()
 
     class LocalGlue(tfds.builder_cls("glue"), skip_registration=True):
         """TFDS `glue`, prepared from the local GLUE folder (manual_dir)."""
@@ -434,53 +343,16 @@ def _local_builder_classes() -> dict:
                         break
             return splits
 
-    class BertPretrainingText(tfds.core.GeneratorBasedBuilder, skip_registration=True):
-        """Pretraining text: one record per document ({"text": its lines joined by "\\n"}),
-        from files with one sentence per line and a blank line between documents (the format
-        of the original's create_pretraining_data.py input)."""
-
-        name = "bert_pretraining_text"
-        VERSION = tfds.core.Version("1.0.0")
-        MANUAL_DOWNLOAD_INSTRUCTIONS = "manual_dir: *.txt / *.txt.gz corpus files"
-
-        def _info(self):
-            return tfds.core.DatasetInfo(builder=self, features=tfds.features.FeaturesDict(
-                {"text": tfds.features.Text()}), disable_shuffling=True)
-
-        def _split_generators(self, dl_manager):
-            root = str(dl_manager.manual_dir)
-            files = sorted(os.path.join(root, n) for n in os.listdir(root)
-                           if n.endswith((".txt", ".txt.gz")))
-            if not files:
-                raise TfdsSourceError(f"manual_dir={root}: no .txt or .txt.gz corpus file")
-            return {"train": self._generate_examples(files)}
-
-        def _generate_examples(self, files):
-            import gzip
-
-            for path in files:
-                opener = gzip.open if path.endswith(".gz") else open
-                with opener(path, "rt", encoding="utf-8") as f:
-                    doc, n = [], 0
-                    for line in f:
-                        line = line.strip()
-                        if line:
-                            doc.append(line)
-                        elif doc:
-                            yield f"{os.path.basename(path)}-{n}", {"text": "\n".join(doc)}
-                            doc, n = [], n + 1
-                    if doc:
-                        yield f"{os.path.basename(path)}-{n}", {"text": "\n".join(doc)}
-
     return {"glue": LocalGlue, "imdb_reviews": LocalImdbReviews, "squad": LocalSquad,
-            "conll2003": LocalConll2003, "bert_pretraining_text": BertPretrainingText}
+            "conll2003": LocalConll2003,
+            PRETRAINING_TEXT: tfds_text.pretraining_text_builder_class()}
 
 
 def prepare(name: str, tfds_data_dir: str, manual_dir: str) -> str:
     """Prepares TFDS dataset `name` ("glue/mrpc", "imdb_reviews", "squad/v1.1", "conll2003",
     "bert_pretraining_text") in `tfds_data_dir` from the local files in `manual_dir`; no network.
     Returns the prepared dataset's folder. Already prepared: nothing is redone."""
-    tfds = _tfds()
+    tfds = tfds_io.tfds_module()
     base, _, config = name.partition("/")
     classes = _local_builder_classes()
     if base not in classes:

@@ -1,4 +1,7 @@
-"""Tokenization: the original BERT tokenizer API, its in-graph twin, and WordPiece vocab building.
+"""Tokenization of both model families: BERT's WordPiece (the original tokenizer API, its
+in-graph twin, vocab building, `[CLS] A [SEP] B [SEP]` packing in `packing`) and GPT-1's BPE
+(`gpt_text_encoder.TextEncoder`: ftfy + spaCy + BPE as the original's `text_utils`; `gpt_bpe`;
+`gpt_bpe_in_graph.InGraphBpeEncoder` for exports).
 
 * `FullTokenizer`, `BasicTokenizer`, `WordpieceTokenizer` and the original module's functions
   (`load_vocab`, `convert_to_unicode`, `printable_text`, `whitespace_tokenize`, ...): pure Python,
@@ -19,12 +22,12 @@ from bert_tf.tokenization.full_tokenizer import (
     FullTokenizer,
     WordpieceTokenizer,
     convert_by_vocab,
-    is_control as _is_control,
-    is_punctuation as _is_punctuation,
-    is_whitespace as _is_whitespace,
     convert_ids_to_tokens,
     convert_to_unicode,
     convert_tokens_to_ids,
+    is_control as _is_control,  # the original module's names (some code imports them)
+    is_punctuation as _is_punctuation,
+    is_whitespace as _is_whitespace,
     load_vocab,
     printable_text,
     validate_case_matches_checkpoint,

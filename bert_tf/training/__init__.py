@@ -1,6 +1,8 @@
-"""Training: the original optimizer and schedule, distribution strategies, the pretraining loop
-(`pretraining_loop.PretrainingTrainer`), its driver (`pretraining_run.run_pretraining`) and the
-fine-tuning loop (`finetuning`)."""
+"""Training, for both model families: the optimizers (the original `AdamWeightDecay`, `FusedAdam`,
+LAMB and their schedule in `optimization`; GPT-1's `OpenAIAdam` and schedules in `openai_adam`),
+distribution strategies, mixed precision, length batching, and the two loops: pretraining
+(`pretraining_loop.PretrainingTrainer`) and fine-tuning (`finetuning`). The drivers that run them
+live above, in `bert_tf.runs` and `bert_tf.tasks`."""
 from bert_tf.training.optimization import (AdamWeightDecay, FusedAdam, WarmupPolynomialDecay,
                                            clip_by_global_norm, create_optimizer)
 

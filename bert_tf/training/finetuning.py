@@ -7,7 +7,7 @@ original TF1 variable names), gradients summed over the replicas and clipped to 
 the training input repeated, shuffled over a 100-example buffer and cut into global batches (the
 last partial one dropped), each global batch split evenly across the replicas. Length-aware by
 default: the same batches in the same order, each cut on its sequence axis to its longest example
-rounded up to a multiple of 8 (`tasks.length_batching.trim_padding`; one graph with a dynamic
+rounded up to a multiple of 8 (`training.length_batching.trim_padding`; one graph with a dynamic
 sequence axis), with the dropout masks the padded batch would draw
 (`modeling.dropout.dropout_masks_at_padded_length`), so losses and weights equal the padded path
 up to float rounding; `FinetuneOptions.length_bucketing=False` is the padded path.
@@ -100,7 +100,7 @@ class FinetuneOptions:
         the padded path's losses up to float rounding); only when `train_model` has a
         `length_key` array, never on TPUs. False: every batch at full length.
       length_multiple: the cut lengths are multiples of this (or the full length; 8 by
-        default, `tasks.length_batching.DEFAULT_LENGTH_MULTIPLE`).
+        default, `training.length_batching.DEFAULT_LENGTH_MULTIPLE`).
     """
 
     output_dir: str
