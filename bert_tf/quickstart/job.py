@@ -46,7 +46,7 @@ MARKER = ".bert_tf_quickstart"
 STATE_DIR = ".quickstart"
 STAGES = ("data", "bert_pretraining", "gpt_pretraining", "finetuning", "export", "report")
 
-# The recipe (measured on this corpus, 2 CPU cores; see the README's quickstart section). The
+# The recipe (measured on this corpus, 2 CPU cores; see docs/quickstart.md). The
 # model stays the original's (post-LN BERT, 15% masking 80/10/10, AdamWeightDecay, MLM + NSP);
 # what makes the masked LM leave the unigram plateau in a few minutes is the recipe:
 # - sequences of 64 (a step costs about half of 128's): 2,000 steps in the time of ~1,000. At
