@@ -14,6 +14,8 @@ Stages own both model families (docs/architecture.md is the map, bottom to top):
   evaluation         official metrics (GLUE, SQuAD v1.1/v2.0, conlleval).
   training           the optimizers (AdamWeightDecay, LAMB, OpenAIAdam), schedules, strategies,
                      mixed precision, the pretraining and fine-tuning loops.
+  original           the original's `modeling`, `optimization`, `tokenization` modules on
+                     tf.compat.v1 (code written against google-research/bert runs unchanged).
   export             SavedModels of every kind (encoder, preprocessor, BERT and GPT-1 task
                      models) with serving checks.
   tasks              task drivers: GLUE/XNLI/IMDb, SQuAD, NER, SWAG, GPT-1 classifier, feature
