@@ -49,8 +49,22 @@ def test_bfloat16_logits_computed_in_float32_gradient_in_bfloat16():
     ref, d_ref = _losses_and_gradient(_reference, labels, logits, ones)  # cast → f32 → cast back
     assert ours.dtype == tf.float32 and d_ours.dtype == tf.bfloat16
     np.testing.assert_allclose(ours.numpy(), ref.numpy(), rtol=1e-6, atol=1e-6)
-    np.testing.assert_array_equal(tf.cast(d_ours, tf.float32).numpy(),
-                                  tf.cast(d_ref, tf.float32).numpy())
+    # Both gradients are float32 values rounded once to bfloat16, but the two float32 values
+    # come from different kernels (XLA's exp vs Eigen's) and differ in the last bits (here 4137
+    # of 4800 entries, by up to 22 float32 ulps); where one sits at a bfloat16 rounding midpoint
+    # the two roundings are one bfloat16 step apart. Expected count of such entries on this data:
+    # 0.18, so bit equality would hold or not depending on the CPU's kernels. Checked instead:
+    # one rounding of an accurate gradient (within bfloat16's unit roundoff 2^-8 of the float64
+    # softmax - one-hot, plus 1e-5 for the float32 error), at most one bfloat16 step (2^-7
+    # relative) from TensorFlow's kernel, and the same bits almost everywhere.
+    ours_bf16, ref_bf16 = (tf.cast(d, tf.float32).numpy() for d in (d_ours, d_ref))
+    x = tf.cast(logits, tf.float32).numpy().astype(np.float64)
+    softmax = np.exp(x - x.max(-1, keepdims=True))
+    softmax /= softmax.sum(-1, keepdims=True)
+    exact = softmax - np.eye(300)[labels.numpy()]
+    np.testing.assert_allclose(ours_bf16, exact, rtol=2 ** -8 + 1e-5, atol=0)
+    np.testing.assert_allclose(ours_bf16, ref_bf16, rtol=2 ** -7, atol=0)
+    assert np.mean(ours_bf16 == ref_bf16) > 0.99
 
 
 def test_predictions_are_the_argmax():

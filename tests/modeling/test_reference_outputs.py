@@ -163,36 +163,63 @@ def test_last_layer_at_predictions_only_gives_the_original_logits(reference, ori
 
 def test_gelu_xla_values_and_gradient(original_fixtures):
     """The training GELU (XLA-compiled forward and closed-form backward) against the original's
-    values and against the gradient of the plain op pattern (autodiff)."""
+    values; its gradient and the plain op pattern's (autodiff) against the float64 derivative."""
     ref = np.load(original_fixtures / "misc" / "gelu_layernorm_reference.npz")
     x = tf.constant(ref["gelu_x"])
     np.testing.assert_allclose(gelu_xla(x), ref["gelu_original_tanh_approx"], atol=1e-6, rtol=1e-6)
     wide = tf.constant(np.linspace(-8.0, 8.0, 4001, dtype=np.float32).reshape(1, -1))
     upstream = tf.constant(np.random.default_rng(0).normal(size=wide.shape).astype(np.float32))
-    grads = []
+    exact, rounding = gelu_gradient_float64(wide.numpy(), upstream.numpy())
     for fn in (gelu, gelu_xla):
         with tf.GradientTape() as tape:
             tape.watch(wide)
             y = fn(wide)
-        grads.append(tape.gradient(y, wide, output_gradients=upstream).numpy())
-    # Tails (|x| ≈ 3–5) differ by up to ~5e-6 where both forms cancel in float32.
-    np.testing.assert_allclose(grads[1], grads[0], atol=1e-5, rtol=1e-5)
-    assert np.abs(grads[0]).max() > 1.0  # a real gradient, not zeros
+        grad = tape.gradient(y, wide, output_gradients=upstream).numpy()
+        # Both float32 gradients cancel in the tails (1 - tanh² with tanh ≈ 1, times x·du/dx up
+        # to ~60), so they are up to ~8e-6 from float64 there and their difference depends on
+        # the CPU's tanh and reduction kernels. Each is compared with the float64 derivative in
+        # units of that cancellation's float32 rounding (measured: 4.0 plain, 3.4 XLA).
+        assert np.max(np.abs(grad - exact) / rounding) <= 16, fn.__name__
+        assert np.abs(grad).max() > 1.0  # a real gradient, not zeros
     # Second order is not needed by BERT; bfloat16 works (mixed precision).
     assert gelu_xla(tf.cast(wide, tf.bfloat16)).dtype == tf.bfloat16
 
 
+def gelu_gradient_float64(x, upstream):
+    """(upstream · d/dx of the original's tanh GELU in float64, the size of its float32 rounding):
+    the second is |upstream| · (1 + |x · tanh(u) · du/dx|) · 2^-24, how far one float32 ulp of
+    tanh(u) (or of the result) moves the gradient."""
+    x, upstream = np.asarray(x, np.float64), np.asarray(upstream, np.float64)
+    c = np.sqrt(2.0 / np.pi)
+    t = np.tanh(c * (x + 0.044715 * x ** 3))
+    du_dx = c * (1.0 + 3.0 * 0.044715 * x * x)
+    exact = upstream * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du_dx)
+    return exact, np.abs(upstream) * (1.0 + np.abs(x * t * du_dx)) * 2.0 ** -24
+
+
 def test_xla_gelu_in_training_only_changes_the_training_path(reference):
     """xla_gelu_in_training: same outputs with training=False (plain op pattern, no XLA) and,
-    with dropout off, the same training-mode outputs up to rounding."""
-    full_model, _, feeds, _, _ = reference
+    with dropout off, training-mode outputs that are the original's up to rounding (README §7
+    tolerances, as the plain path's)."""
+    full_model, inputs, feeds, _, ref = reference
     config = BertConfig.from_dict({**full_model.config.to_dict(), "hidden_dropout_prob": 0.0,
                                    "attention_probs_dropout_prob": 0.0})
     plain = BertPretrainer(config).build_from_config_shapes()
     fast = BertPretrainer(config, xla_gelu_in_training=True).build_from_config_shapes()
     plain.set_weights(full_model.get_weights())
     fast.set_weights(full_model.get_weights())
-    for training in (False, True):
-        a = plain(feeds, training=training)["masked_lm_logits"]
-        b = fast(feeds, training=training)["masked_lm_logits"]
-        np.testing.assert_allclose(b, a, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(fast(feeds, training=False)["masked_lm_logits"],
+                               plain(feeds, training=False)["masked_lm_logits"], atol=1e-5, rtol=0)
+    # Training mode: XLA's GELU against the oneDNN-fused one is two float32 computations whose
+    # difference depends on the CPU (4.8e-6 on logits up to 10.7 on an Intel AVX-512 host), so
+    # each path is compared with the original's outputs (a float64 forward pass reproduces
+    # those to 1.6e-6 / 6.5e-6). Measured here, oneDNN on and off: up to 1.7e-6 hidden, 7.6e-6
+    # log-probs.
+    for model in (plain, fast):
+        out = model(feeds, training=True)
+        np.testing.assert_allclose(out["sequence_output"], ref["sequence_output"],
+                                   atol=HIDDEN_ATOL, rtol=0)
+        _, _, log_probs = masked_lm_loss(out["masked_lm_logits"], inputs["masked_lm_ids"],
+                                         inputs["masked_lm_weights"])
+        np.testing.assert_allclose(log_probs, ref["masked_lm_log_probs"], atol=LOGPROB_ATOL,
+                                   rtol=0)
