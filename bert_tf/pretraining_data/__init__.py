@@ -3,6 +3,9 @@
 * `create_pretraining_data` (faithful mode): the original script's exact output and order.
 * `create_pretraining_data_sharded` (scalable mode): sharded, multi-process, bounded memory,
   resumable, deterministic for a seed whatever the number of workers.
+* GPT-1's language-model windows: `bert_tf.pretraining_data.gpt_lm` (`create_gpt_lm_data`).
+  It and scalable mode run on one engine, `bert_tf.pretraining_data.sharding` (shard files,
+  resume and refusal rules, the worker pool, progress).
 * Building blocks: `PretrainingDataOptions`, `create_training_instances`,
   `create_instances_from_document`, `create_masked_lm_predictions`, `truncate_seq_pair`,
   `ExampleEncoder`, `TracingRandom` (records the RNG calls for comparison with the original).

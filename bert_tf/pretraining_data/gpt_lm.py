@@ -17,11 +17,11 @@ one token stream, cut into back-to-back windows of exactly `n_ctx` tokens:
   directly, any other value must be a token of the vocabulary. The special tokens `_start_`,
   `_delimiter_`, `_classify_` are never used here: they are fine-tuning tokens whose embedding
   rows the original draws afresh when it loads pretrained weights;
-* the corpus is cut into shards of `docs_per_shard` documents exactly as the scalable BERT mode
-  (`bert_tf.pretraining_data.scalable`, whose shard files, temporary names, run fingerprint and
-  resume logic are reused here). Each shard's stream is cut into `len // n_ctx` windows in
-  stream order; the last `len % n_ctx` tokens of each shard (fewer than `n_ctx`) are dropped and
-  counted (`tail_tokens_dropped`);
+* the corpus is cut into shards of `docs_per_shard` documents exactly as the scalable BERT mode,
+  by the same engine (`bert_tf.pretraining_data.sharding`: shard files, temporary names, run
+  fingerprint, resume and refusal rules, worker pool). Each shard's stream is cut into
+  `len // n_ctx` windows in stream order; the last `len % n_ctx` tokens of each shard (fewer than
+  `n_ctx`) are dropped and counted (`tail_tokens_dropped`);
 * a held-out split (`held_out_fraction > 0`) takes whole documents, drawn with a generator seeded
   from (random_seed, shard index), into `<prefix>_heldout-NNNNN.tfrecord` (its own stream and
   windows), so no held-out text is ever in a training window. The random seed only decides that
@@ -32,12 +32,14 @@ Files: `<prefix>-NNNNN.tfrecord` (+ `.json` stats per shard), `<prefix>.run.json
 record is a `tf.train.Example` with one feature `input_ids`: int64 [n_ctx].
 
 The output depends only on the corpus, the vocabulary files and the options, never on
-`num_workers`. Re-running the same command after a crash skips finished shards (see scalable.py:
-a shard is finished when its records and its stats both exist under their final names).
+`num_workers`. Re-running the same command after a crash skips finished shards (see sharding.py:
+a shard is finished when its records and its stats both exist under their final names; for the
+two splits, when both splits' shards are finished).
 """
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import random
@@ -48,11 +50,12 @@ from absl import logging
 
 from bert_tf.pretraining_data.options import PretrainingDataError
 from bert_tf.pretraining_data.rng import shard_seed
-from bert_tf.pretraining_data.scalable import _atomic_write_json, _is_finished, _iter_shards, \
-    _prepare_output, _sha256_file, output_prefix, run_shards, shard_path
+from bert_tf.pretraining_data.sharding import atomic_write_json, check_num_workers, \
+    finished_shard, iter_shards, output_prefix, prepare_output, run_shards, sha256_file, \
+    shard_path, write_shard
 from bert_tf.pretraining_data.text_reader import LineSource, RawDocument, ReadStats, \
     expand_input_patterns
-from bert_tf.pretraining_data.writer import TFRecordShardWriter, varint
+from bert_tf.pretraining_data.writer import varint
 
 __all__ = ["EncoderSpec", "LmDataOptions", "create_gpt_lm_data", "encode_lm_example",
            "held_out_prefix", "lm_dataset"]
@@ -197,7 +200,7 @@ def run_fingerprint(files: Sequence[str], spec: EncoderSpec, options: LmDataOpti
         "options": dataclasses.asdict(options),
         "encoder": spec.kind,
         "do_lower_case": bool(spec.do_lower_case) if spec.kind == "wordpiece" else None,
-        "vocabulary_sha256": {flag: _sha256_file(path) for flag, path in spec.files().items()},
+        "vocabulary_sha256": {flag: sha256_file(path) for flag, path in spec.files().items()},
         "input_files": [[os.path.abspath(p), os.path.getsize(p)] for p in files],
     }
 
@@ -223,24 +226,6 @@ class _LmShardWorker:
             raise PretrainingDataError(
                 f"{path}:{line_no}: cannot encode the line ({str(e).splitlines()[0][:200]})") \
                 from None
-
-    def _write(self, path: str, windows: list, extra: dict, crash: bool) -> dict:
-        writer = TFRecordShardWriter(path)
-        try:
-            records = [self.example(w) for w in windows]
-            if crash:
-                writer.write_many(records[: len(records) // 2])
-                writer.size()
-                os._exit(3)  # Test hook: die like a killed process, mid-shard.
-            writer.write_many(records)
-            result = {**extra, "path": os.path.basename(path), "records": len(records),
-                      "bytes": writer.size()}
-            _atomic_write_json(path + ".json", result)
-            writer.commit()
-        except BaseException:
-            writer.abort()
-            raise
-        return result
 
     def __call__(self, index: int, documents: Sequence[RawDocument]) -> dict:
         """Processes shard `index`; returns {split: stats} (each also written beside its shard)."""
@@ -277,35 +262,19 @@ class _LmShardWorker:
             windows = [stream[k * n_ctx:(k + 1) * n_ctx] for k in range(n_windows)]
             stats = {**counts[split], "tokens": len(stream), "windows": n_windows,
                      "tail_tokens_dropped": len(stream) - n_windows * n_ctx}
-            extra = {"shard": index, "split": split, "raw_documents": len(documents),
-                     "stats": stats, "seconds": time.time() - start,
-                     "fingerprint": self.fingerprints[split]}
-            crash = (self.crash_in_shard is not None and index == self.crash_in_shard
-                     and split == "train")
-            results[split] = self._write(shard_path(prefixes[split], index), windows, extra,
-                                         crash)
+            marker = {"shard": index, "split": split, "raw_documents": len(documents),
+                      "stats": stats, "fingerprint": self.fingerprints[split]}
+            results[split] = write_shard(
+                shard_path(prefixes[split], index), [self.example(w) for w in windows], marker,
+                started=start, crash=index == self.crash_in_shard and split == "train")
         return results
 
 
-# One worker object per worker process, set by the pool initializer (process-local).
-_PROCESS_WORKER: _LmShardWorker | None = None
-
-
-def _init_worker(*args) -> None:
-    global _PROCESS_WORKER
-    _PROCESS_WORKER = _LmShardWorker(*args)
-
-
-def _run_in_worker(index: int, documents: list) -> dict:
-    assert _PROCESS_WORKER is not None
-    return _PROCESS_WORKER(index, documents)
-
-
-def _finished_shard(prefixes: dict, index: int, fingerprints: dict) -> dict | None:
+def _finished_splits(prefixes: dict, index: int, fingerprints: dict) -> dict | None:
     """{split: stats} if every split of shard `index` is finished with these settings."""
     results = {}
     for split, fingerprint in fingerprints.items():
-        done = _is_finished(prefixes[split], index, fingerprint)
+        done = finished_shard(prefixes[split], index, fingerprint)
         if done is None:
             return None
         results[split] = done
@@ -343,8 +312,7 @@ def create_gpt_lm_data(input_files: str | Sequence[str], output_file: str, spec:
     options = options or LmDataOptions()
     options.validate()
     spec.validate()
-    if num_workers < 1:
-        raise PretrainingDataError(f"--num_workers={num_workers} must be >= 1")
+    check_num_workers(num_workers)
     # Build once here: checks the vocabulary files and the separator before any work.
     encoder = spec.build()
     separator_id(encoder, spec.kind, options.document_separator)
@@ -355,23 +323,19 @@ def create_gpt_lm_data(input_files: str | Sequence[str], output_file: str, spec:
     splits = ["train"] + (["heldout"] if options.held_out_fraction > 0 else [])
     fingerprints = {s: run_fingerprint(files, spec, options, s) for s in splits}
     for split in splits:
-        _prepare_output(prefixes[split], fingerprints[split], overwrite)
+        prepare_output(prefixes[split], fingerprints[split], overwrite)
 
     sources = [LineSource(p) for p in files]
     read_stats = ReadStats()
     totals = {s: {} for s in splits}
     shard_files: dict[str, list] = {s: [] for s in splits}
     written = skipped = 0
-    worker_args = (spec, options, prefix, fingerprints, _crash_in_shard)
-    pending_limit = max_pending_shards or 2 * num_workers
     from tqdm import tqdm
     bar = tqdm(total=sum(s.size for s in sources), unit="B", unit_scale=True,
                desc="create_gpt_lm_data", disable=not progress, dynamic_ncols=True)
-    spans: dict = {}
 
-    def account(results: dict, was_skipped: bool) -> None:
+    def account(results: dict, was_skipped: bool, span: int) -> None:
         nonlocal written, skipped
-        index = None
         for split, result in results.items():
             index = result["shard"]
             for key, value in result["stats"].items():
@@ -381,17 +345,18 @@ def create_gpt_lm_data(input_files: str | Sequence[str], output_file: str, spec:
             skipped += 1
         else:
             written += 1
-        bar.update(spans.pop(index))
+        bar.update(span)
         bar.set_postfix(shards=written + skipped, windows=totals["train"].get("windows", 0))
 
     logging.info("*** Reading %d input file(s), writing %d-token windows to %s-NNNNN.tfrecord "
                  "with %d worker(s) ***", len(files), options.n_ctx, prefix, num_workers)
-    shard_iter = _iter_shards(sources, read_stats, options.docs_per_shard, skip_invalid_lines)
     try:
-        run_shards(shard_iter, spans,
-                   lambda index: _finished_shard(prefixes, index, fingerprints), account,
-                   _LmShardWorker, worker_args, _init_worker, _run_in_worker, num_workers,
-                   pending_limit, prefix)
+        run_shards(iter_shards(sources, read_stats, options.docs_per_shard, skip_invalid_lines),
+                   lambda index: _finished_splits(prefixes, index, fingerprints), account,
+                   functools.partial(_LmShardWorker, spec, options, prefix, fingerprints,
+                                     _crash_in_shard),
+                   num_workers=num_workers, max_pending_shards=max_pending_shards,
+                   prefix=prefix)
     finally:
         bar.close()
 
@@ -408,7 +373,7 @@ def create_gpt_lm_data(input_files: str | Sequence[str], output_file: str, spec:
     summary["tokens_per_second"] = (sum(t.get("tokens", 0) for t in totals.values()) / elapsed
                                     if elapsed else 0.0)
     for split in splits:
-        _atomic_write_json(prefixes[split] + ".summary.json", summary)
+        atomic_write_json(prefixes[split] + ".summary.json", summary)
     logging.info("*** Wrote %s ***", json.dumps(
         {s: {k: summary[s].get(k, 0) for k in ("documents", "tokens", "windows",
                                                 "tail_tokens_dropped")} for s in splits}))
