@@ -2,12 +2,10 @@
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
 from typing import Any, Mapping
 
+from bert_tf.config_io import JsonConfig
 from bert_tf.errors import UserInputError
-from bert_tf.io_utils import atomic_write_text
 
 # train.py's `act_fns`: the activations `--afn` may name (gelu is the tanh approximation).
 SUPPORTED_AFNS = ("gelu", "relu", "swish")
@@ -18,10 +16,12 @@ class GptConfigError(UserInputError):
 
 
 @dataclasses.dataclass
-class GptConfig:
+class GptConfig(JsonConfig):
     """GPT-1 model hyper-parameters, named as train.py's flags and module globals.
 
-    Defaults are train.py's (the released 12-layer model fine-tuned on ROCStories).
+    Defaults are train.py's (the released 12-layer model fine-tuned on ROCStories). Read with
+    `from_json_file` (errors name the file and the field) or `from_dict`; written with
+    `to_json_file` / `to_json_string` (sorted keys, indent 2).
 
     Attributes:
       n_vocab: BPE vocabulary size (40478 for the released encoder).
@@ -50,25 +50,23 @@ class GptConfig:
     clf_pdrop: float = 0.1
     afn: str = "gelu"
 
+    config_error = GptConfigError
+    config_file_kind = "GPT config file"
+
     def __post_init__(self) -> None:
         self.validate()
 
     def validate(self, source: str = "GptConfig") -> None:
         """Raises `GptConfigError` naming the first bad field (and `source`, e.g. the file)."""
         for field in dataclasses.fields(self):
+            self.check_field_type(field, source)
             value = getattr(self, field.name)
             if field.type in ("int", int):
-                if isinstance(value, bool) or not isinstance(value, int):
-                    raise GptConfigError(f"{source}: field '{field.name}' must be an integer, got "
-                                         f"{value!r} ({type(value).__name__})")
                 minimum = 0 if field.name == "n_special" else 1
                 if value < minimum:
                     raise GptConfigError(f"{source}: field '{field.name}' must be >= {minimum}, "
                                          f"got {value}")
             elif field.type in ("float", float):
-                if isinstance(value, bool) or not isinstance(value, (int, float)):
-                    raise GptConfigError(f"{source}: field '{field.name}' must be a number, got "
-                                         f"{value!r} ({type(value).__name__})")
                 if not 0.0 <= value < 1.0:
                     raise GptConfigError(f"{source}: field '{field.name}' must be in [0, 1), "
                                          f"got {value}")
@@ -98,11 +96,8 @@ class GptConfig:
     def from_dict(cls, json_object: Mapping[str, Any], source: str = "GptConfig") -> "GptConfig":
         """Builds a config from a dict with train.py's names; unknown keys are an error, missing
         ones take train.py's defaults."""
-        if not isinstance(json_object, Mapping):
-            raise GptConfigError(f"{source}: expected a JSON object, got "
-                                 f"{type(json_object).__name__}")
         known = [f.name for f in dataclasses.fields(cls)]
-        unknown = sorted(set(json_object) - set(known))
+        unknown = cls.unknown_fields(json_object, known, source)
         if unknown:
             raise GptConfigError(f"{source}: unknown field(s) {', '.join(map(repr, unknown))}; "
                                  f"a GPT config has {', '.join(known)}")
@@ -112,30 +107,6 @@ class GptConfig:
         config.validate(source)
         return config
 
-    @classmethod
-    def from_json_file(cls, json_file: str | os.PathLike) -> "GptConfig":
-        """Reads a config written by `to_json_file`; errors name the file and the field."""
-        path = os.fspath(json_file)
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as e:
-            raise GptConfigError(f"cannot read GPT config file {path}: {e.strerror}") from e
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise GptConfigError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}): "
-                                 f"{e.msg}") from e
-        return cls.from_dict(data, source=path)
-
     def to_dict(self) -> dict[str, Any]:
         """train.py's names and values."""
         return dataclasses.asdict(self)
-
-    def to_json_string(self) -> str:
-        """JSON text (sorted keys, indent 2, trailing newline)."""
-        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
-
-    def to_json_file(self, json_file: str | os.PathLike) -> None:
-        """Writes the config atomically (never leaves a half-written file)."""
-        atomic_write_text(json_file, self.to_json_string())

@@ -1,15 +1,13 @@
 """`BertConfig`: the model hyper-parameters, read from and written to the original `bert_config.json`."""
 from __future__ import annotations
 
-from bert_tf.errors import UserInputError
 import copy
 import dataclasses
-import json
-import os
 import warnings
 from typing import Any, Mapping
 
-from bert_tf.io_utils import atomic_write_text, open_file
+from bert_tf.config_io import JsonConfig
+from bert_tf.errors import UserInputError
 
 # Activations a config may name. "gelu" is the original's tanh approximation (google-research/bert
 # HEAD); "gelu_exact" is the erf form that the very first release and Hugging Face's "gelu" use.
@@ -21,8 +19,11 @@ class ConfigError(UserInputError):
 
 
 @dataclasses.dataclass
-class BertConfig:
+class BertConfig(JsonConfig):
     """Configuration of a BERT model, field for field the original `bert_config.json`.
+
+    Read with `from_json_file` (errors name the file and the field) or `from_dict`; written with
+    `to_json_file` / `to_json_string` (sorted keys, indent 2, as the original).
 
     Attributes:
       vocab_size: size of the WordPiece vocabulary (rows of the word embedding table).
@@ -54,6 +55,9 @@ class BertConfig:
     initializer_range: float = 0.02
     extra_fields: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False)
 
+    config_error = ConfigError
+    config_file_kind = "BERT config file"
+
     def __post_init__(self) -> None:
         self.validate()
 
@@ -68,30 +72,21 @@ class BertConfig:
             raise ConfigError(f"{source}: extra_fields repeat model field(s) "
                               f"{', '.join(map(repr, clashing))}")
         for field in self._model_fields():
+            self.check_field_type(field, source)
             value = getattr(self, field.name)
             if field.type in ("int", int):
-                if isinstance(value, bool) or not isinstance(value, int):
-                    raise ConfigError(
-                        f"{source}: field '{field.name}' must be an integer, got {value!r} "
-                        f"({type(value).__name__})")
                 if value <= 0:
                     raise ConfigError(
                         f"{source}: field '{field.name}' must be positive, got {value}")
             elif field.type in ("float", float):
-                if isinstance(value, bool) or not isinstance(value, (int, float)):
-                    raise ConfigError(
-                        f"{source}: field '{field.name}' must be a number, got {value!r} "
-                        f"({type(value).__name__})")
                 if field.name.endswith("_prob") and not 0.0 <= value < 1.0:
                     raise ConfigError(
                         f"{source}: field '{field.name}' must be in [0, 1), got {value}")
                 if field.name == "initializer_range" and value <= 0:
                     raise ConfigError(
                         f"{source}: field 'initializer_range' must be positive, got {value}")
-            elif field.type in ("str", str):
-                if not isinstance(value, str):
-                    raise ConfigError(
-                        f"{source}: field '{field.name}' must be a string, got {value!r}")
+            elif field.type in ("str", str) and not isinstance(value, str):
+                raise ConfigError(f"{source}: field '{field.name}' must be a string, got {value!r}")
         if self.hidden_act not in SUPPORTED_ACTIVATIONS:
             raise ConfigError(
                 f"{source}: field 'hidden_act' is {self.hidden_act!r}; expected one of "
@@ -126,10 +121,8 @@ class BertConfig:
         and key set, Python's default warning filter), since they can also be typos. Missing keys
         take the original `BertConfig` defaults, except `vocab_size` which is required.
         """
-        if not isinstance(json_object, Mapping):
-            raise ConfigError(f"{source}: expected a JSON object, got {type(json_object).__name__}")
-        known = set(cls.model_field_names())
-        unknown = sorted(set(json_object) - known)
+        known = cls.model_field_names()
+        unknown = cls.unknown_fields(json_object, known, source)
         if unknown:
             warnings.warn(
                 f"{source}: keeping field(s) that BERT does not use: {', '.join(unknown)} "
@@ -144,31 +137,8 @@ class BertConfig:
         config.validate(source)
         return config
 
-    @classmethod
-    def from_json_file(cls, json_file: str | os.PathLike) -> "BertConfig":
-        """Reads an original-format `bert_config.json`; errors name the file and the field."""
-        path = os.fspath(json_file)
-        try:
-            with open_file(path, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as e:
-            raise ConfigError(f"cannot read BERT config file {path}: {e.strerror}") from e
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}): {e.msg}") from e
-        return cls.from_dict(data, source=path)
-
     def to_dict(self) -> dict[str, Any]:
         """The original JSON keys and values, followed by the kept `extra_fields`."""
         out = {name: copy.deepcopy(getattr(self, name)) for name in self.model_field_names()}
         out.update(copy.deepcopy(self.extra_fields))
         return out
-
-    def to_json_string(self) -> str:
-        """JSON text as the original writes it (sorted keys, indent 2, trailing newline)."""
-        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
-
-    def to_json_file(self, json_file: str | os.PathLike) -> None:
-        """Writes `bert_config.json` atomically (never leaves a half-written file)."""
-        atomic_write_text(json_file, self.to_json_string())

@@ -28,11 +28,10 @@ class QuickstartBertTrainer(PretrainingTrainer):
                       + 0.0 * losses["next_sentence_loss"]}
         return losses
 
-    def _log_progress(self, last, n, elapsed, step, end, start_step, t_start, writer) -> None:
-        super()._log_progress(last, n, elapsed, step, end, start_step, t_start, writer)
+    def on_progress(self, record: dict, start_step: int, end_step: int) -> None:
         if self._bar is None:
-            self._bar = progress_bar(end, "step", ["mlm_loss", "lr"])
+            self._bar = progress_bar(end_step, "step", ["mlm_loss", "lr"])
             if start_step:
                 self._bar.update(start_step)
-        self._bar.update(step, [("mlm_loss", last["masked_lm_loss"]),
-                                ("lr", last["learning_rate"])])
+        self._bar.update(record["step"], [("mlm_loss", record["masked_lm_loss"]),
+                                          ("lr", record["learning_rate"])])

@@ -116,9 +116,8 @@ def run_pretraining(run: PretrainingRun) -> dict:
             logging.info("Exported the encoder SavedModel to %s", run.export_dir)
         if run.plot_curves and trainer.is_chief:
             _plot_curves(run.output_dir)
-    elif run.init_checkpoint or trainer._manager is None:
-        trainer._setup_checkpoints()
-        trainer._restore_or_initialize()
+    else:  # evaluation alone: the run's newest checkpoint, else --init_checkpoint's weights
+        trainer.restore_or_initialize()
     if run.do_eval:
         result["eval"] = trainer.evaluate(input_fn(False, run.eval_batch_size), run.max_eval_steps)
         logging.info("Eval results: %s", json.dumps(result["eval"]))

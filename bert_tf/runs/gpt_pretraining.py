@@ -172,9 +172,9 @@ class GptPretrainingTrainer(PretrainingTrainer):
         super().__init__(config, options, strategy)
 
     # ---- hooks of PretrainingTrainer ---------------------------------------------------------
-    def _setup_checkpoints(self) -> None:
-        super()._setup_checkpoints()
-        self._checkpoint.gpt = gpt_weights_trackable(self.model)
+    def checkpoint_objects(self) -> dict[str, object]:
+        """The loop's objects plus the weights under their original names (`gpt`)."""
+        return {**super().checkpoint_objects(), "gpt": gpt_weights_trackable(self.model)}
 
     def create_model(self) -> keras.Model:
         return GptModel(self.config, classifier=False, name="gpt")
@@ -321,9 +321,8 @@ def run_gpt_pretraining(run: GptPretrainingRun) -> dict:
                 result["export_dir"] = export_gpt_lm_savedmodel(trainer.model, run.export_dir,
                                                                 overwrite=True)
                 logging.info("Exported the LM SavedModel to %s", result["export_dir"])
-    else:
-        trainer._setup_checkpoints()
-        trainer._restore_or_initialize()
+    else:  # evaluation alone: the run's newest checkpoint, else --init_checkpoint's weights
+        trainer.restore_or_initialize()
     if run.do_eval:
         result["eval"] = trainer.evaluate(lm_input_fn(eval_files, config.n_ctx,
                                                       run.eval_batch_size, False, run.seed),

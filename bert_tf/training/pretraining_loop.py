@@ -5,7 +5,8 @@ checkpoints hold the weights, the optimizer slots, the step and the dropout rand
 (`bert_tf.training.random_state`; per replica via the replica id). The input position is restored by
 re-creating the (seeded, deterministic) input pipeline and skipping the batches already consumed
 (tf.distribute's distributed iterators are not checkpointable in TF 2.21), so a restart with the
-same `output_dir` continues exactly where the last checkpoint left off.
+same `output_dir` continues exactly where the last checkpoint left off
+(`PretrainingTrainer.restore_or_initialize`, which `train` calls first).
 """
 from __future__ import annotations
 
@@ -107,11 +108,17 @@ def _local_loss_parts(outputs: dict, batch: dict) -> dict[str, tf.Tensor]:
 class PretrainingTrainer:
     """Trains `BertPretrainer` with the original objective and optimizer under a strategy.
 
+    Use: `train(dataset_fn)` (resumes `output_dir`'s run, trains, checkpoints), `evaluate`,
+    `export_original_checkpoint`; `restore_or_initialize()` restores (or initialises) the run
+    without training, e.g. to evaluate its weights, and returns its step.
+
     Another model family reuses the loop by overriding the hooks `create_model`,
     `create_optimizer`, `replica_losses` (+ `loss_keys`), `eval_loss_parts` / `eval_metrics`,
-    `initialize_from`, `scheduled_learning_rate` and `export_original_checkpoint`, and `clip_norm`
-    (e.g. `bert_tf.runs.gpt_pretraining.GptPretrainingTrainer`). The loop reads only the
-    `PretrainingLoopOptions` fields of `options`; BERT's hooks also read `TrainerOptions`'.
+    `initialize_from`, `scheduled_learning_rate`, `export_original_checkpoint` and
+    `checkpoint_objects`, and `clip_norm` (e.g. `GptPretrainingTrainer` of
+    `bert_tf.runs.gpt_pretraining`); `on_progress` follows the steps (e.g. a progress bar). The
+    loop reads only the `PretrainingLoopOptions` fields of `options`; BERT's hooks also read
+    `TrainerOptions`'.
     """
 
     # The per-step losses recorded, logged and written to TensorBoard (besides learning_rate and
@@ -227,19 +234,62 @@ class PretrainingTrainer:
         if self.is_chief:
             _remove_matching(self.options.output_dir, _OUTPUT_TEMPORARIES)
 
-    def _setup_checkpoints(self) -> None:
-        self._remove_leftovers()
-        self._checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer,
-                                               global_step=self.global_step,
-                                               random_state=training_random_state(self.model))
-        if self.loss_scale_optimizer is not None:
-            self._checkpoint.loss_scale_optimizer = self.loss_scale_optimizer
-        self._manager = tf.train.CheckpointManager(
-            self._checkpoint, self.checkpoint_dir, max_to_keep=self.options.keep_checkpoint_max,
-            step_counter=self.global_step, checkpoint_name="ckpt")
+    def checkpoint_objects(self) -> dict[str, object]:
+        """What a training checkpoint holds, by name (a hook: a family adds its own objects
+        after these).
 
-    def _restore_or_initialize(self) -> None:
-        latest = self._manager.latest_checkpoint
+        `global_step`, the model, the optimizer (slots and iteration count), the dropout random
+        streams (`training_random_state`) and, under mixed_float16, the loss-scale optimizer.
+        The order matters: a variable reachable from two of them is saved under the first one's
+        name.
+        """
+        objects = {"global_step": self.global_step, "model": self.model,
+                   "optimizer": self.optimizer,
+                   "random_state": training_random_state(self.model)}
+        if self.loss_scale_optimizer is not None:
+            objects["loss_scale_optimizer"] = self.loss_scale_optimizer
+        return objects
+
+    def _checkpoint_manager(self) -> tf.train.CheckpointManager:
+        """The run's `CheckpointManager`, made on first use (after removing what killed runs of
+        this output left behind)."""
+        if self._manager is None:
+            self._remove_leftovers()
+            self._checkpoint = tf.train.Checkpoint()
+            for name, trackable in self.checkpoint_objects().items():  # in order (see there)
+                setattr(self._checkpoint, name, trackable)
+            self._manager = tf.train.CheckpointManager(
+                self._checkpoint, self.checkpoint_dir,
+                max_to_keep=self.options.keep_checkpoint_max, step_counter=self.global_step,
+                checkpoint_name="ckpt")
+        return self._manager
+
+    @property
+    def latest_training_checkpoint(self) -> str | None:
+        """The newest training checkpoint of this run (`<checkpoint_dir>/ckpt-<step>`: weights,
+        optimizer slots, step, dropout streams), or None before the first save."""
+        if self._manager is not None:
+            return self._manager.latest_checkpoint
+        return tf.train.latest_checkpoint(self.checkpoint_dir)
+
+    def restore_or_initialize(self) -> int:
+        """Resumes this run from its newest training checkpoint, or starts it; returns the step.
+
+        With a training checkpoint in `output_dir` (an earlier, possibly killed, run of the same
+        output): restores the weights, optimizer slots, global step and dropout random streams,
+        so that `train` continues bit-identically to an uninterrupted run, and writes the
+        original-format `model.ckpt-<step>` if the killed run had not. Otherwise: loads
+        `options.init_checkpoint` if given (`initialize_from`), else keeps the fresh weights.
+        Either way it first sets up the run's checkpoint manager (removing the temporary files of
+        killed runs). `train` calls it itself; call it directly to evaluate or export a run's
+        weights without training, or to know the step a `train` call will start from.
+
+        Returns: the global step (the number of steps already run: 0 for a new run).
+        Raises: AssertionError when the checkpoint does not match this model (TF's restore
+          check).
+        """
+        manager = self._checkpoint_manager()
+        latest = manager.latest_checkpoint
         if latest:
             if checkpoint_has_random_state(latest):
                 self._checkpoint.restore(latest).assert_existing_objects_matched()
@@ -260,6 +310,7 @@ class PretrainingTrainer:
         elif self.options.init_checkpoint:
             self.initialize_from(self.options.init_checkpoint)
             logging.info("Initialised weights from %s", self.options.init_checkpoint)
+        return int(self.global_step.numpy())
 
     # ---- the step ---------------------------------------------------------------------------
     def _replica_step(self, batch):
@@ -331,9 +382,7 @@ class PretrainingTrainer:
           "learning_rate", "grad_norm"} of the steps run in this call.
         """
         opts = self.options
-        self._setup_checkpoints()
-        self._restore_or_initialize()
-        consumed = int(self.global_step.numpy())
+        consumed = self.restore_or_initialize()
         # Each input pipeline feeds its worker's replicas one per-replica batch each per step.
         dist = self.strategy.distribute_datasets_from_function(
             lambda ctx: dataset_fn(ctx).skip(
@@ -357,17 +406,18 @@ class PretrainingTrainer:
                     f"--input_file: a damaged TFRecord record in the training input after step "
                     f"{step} ({e.message.splitlines()[0]}); expected intact TFRecord files "
                     "(re-create or re-copy them). The last good checkpoint is "
-                    f"{self._manager.latest_checkpoint or '(none yet)'}") from None
+                    f"{self.latest_training_checkpoint or '(none yet)'}") from None
             elapsed = time.perf_counter() - t0
             if not np.all(np.isfinite(out["loss"])):
                 bad = step + int(np.argmin(np.isfinite(out["loss"]))) + 1
                 raise FloatingPointError(
                     f"loss became NaN/Inf at step {bad}; stopped without saving. The last good "
-                    f"checkpoint is {self._manager.latest_checkpoint or '(none yet)'}")
+                    f"checkpoint is {self.latest_training_checkpoint or '(none yet)'}")
             for i in range(n):
                 records.append({"step": step + i + 1, **{k: float(v[i]) for k, v in out.items()}})
             step += n
             self._log_progress(records[-1], n, elapsed, step, end, start_step, t_start, writer)
+            self.on_progress(records[-1], start_step, end)
             if step % opts.save_checkpoints_steps == 0 or step == end:
                 path = self._manager.save(checkpoint_number=step)
                 logging.info("Saved checkpoint %s", path)
@@ -387,6 +437,16 @@ class PretrainingTrainer:
             for k in (*self.loss_keys, "learning_rate", "grad_norm"):
                 tf.summary.scalar(k, last[k])
             tf.summary.scalar("examples_per_second", examples_per_s)
+
+    def on_progress(self, record: dict, start_step: int, end_step: int) -> None:
+        """Called after each host loop of `train`, once its progress line is logged (a hook; does
+        nothing here).
+
+        Args:
+          record: the loop's last per-step record (see `train`); `record["step"]` is the step.
+          start_step: the step this `train` call started from (resumed runs: > 0).
+          end_step: the step it stops at.
+        """
 
     def evaluate(self, dataset_fn: DatasetFn, max_eval_steps: int | None = None) -> dict:
         """The original's eval metrics over at most `max_eval_steps` batches; writes

@@ -51,3 +51,19 @@ def test_file_errors_name_the_file(tmp_path):
     bad.write_text("{\"n_vocab\": 5,\n oops}")
     with pytest.raises(GptConfigError, match=r"bad.json: not valid JSON \(line 2"):
         GptConfig.from_json_file(bad)
+
+
+def test_read_and_written_through_io_utils_like_bert_config():
+    """One reader for both families (bert_tf.config_io): any file system TensorFlow has (here
+    its in-memory ram://), and the same one-line error for JSON that is not an object."""
+    import tensorflow as tf
+
+    from bert_tf.modeling import BertConfig, ConfigError
+
+    c = GptConfig(n_vocab=100, n_special=0, n_ctx=16, n_embd=32, n_head=4, n_layer=2)
+    c.to_json_file("ram://gpt_config_test/gpt_config.json")
+    assert GptConfig.from_json_file("ram://gpt_config_test/gpt_config.json") == c
+    tf.io.gfile.rmtree("ram://gpt_config_test")
+    for cls, error in ((GptConfig, GptConfigError), (BertConfig, ConfigError)):
+        with pytest.raises(error, match=r"^cfg.json: expected a JSON object, got list$"):
+            cls.from_dict([1, 2], source="cfg.json")
