@@ -169,12 +169,12 @@ def check_model_in_scope(model, strategy: tf.distribute.Strategy) -> None:
             and not is_tpu_strategy(strategy):
         return
     variables = list(model.trainable_variables)
-    if variables and not strategy.extended.variable_created_in_scope(_tf_variable(variables[0])):
+    if variables and not strategy.extended.variable_created_in_scope(tf_variable(variables[0])):
         raise ValueError(f"the model's variables were not created under the "
                          f"{type(strategy).__name__}'s scope: create (and build) the model inside "
                          "`with strategy.scope():`")
 
 
-def _tf_variable(variable) -> tf.Variable:
-    """The tf.Variable (or distributed variable) behind a Keras variable."""
+def tf_variable(variable) -> tf.Variable:
+    """The tf.Variable (or distributed variable) behind a Keras variable (a tf.Variable as is)."""
     return variable if isinstance(variable, tf.Variable) else variable.value

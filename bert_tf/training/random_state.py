@@ -33,6 +33,7 @@ import keras
 import tensorflow as tf
 
 from bert_tf.errors import UserInputError
+from bert_tf.training.distribution import tf_variable
 
 _SeedGenerator = keras.random.SeedGenerator
 
@@ -80,12 +81,7 @@ def training_random_state(model: keras.layers.Layer) -> tf.train.Checkpoint:
     the ones that exist now.
     """
     states = {name: gen.state for name, gen in seed_generators(model).items()}
-    return tf.train.Checkpoint(**{name: _tf_variable(v) for name, v in states.items()})
-
-
-def _tf_variable(variable) -> tf.Variable:
-    """The tf.Variable (or distributed variable) behind a Keras variable."""
-    return variable if isinstance(variable, tf.Variable) else variable.value
+    return tf.train.Checkpoint(**{name: tf_variable(v) for name, v in states.items()})
 
 
 def checkpoint_has_random_state(checkpoint_prefix: str, key: str = "random_state") -> bool:
