@@ -13,11 +13,8 @@ import keras
 import tensorflow as tf
 
 from bert_tf.export.savedmodel_io import write_atomically
+from bert_tf.export.serving_module import tf_variable
 from bert_tf.modeling import BertEncoder
-
-
-def _tf_variable(v):
-    return v.value if hasattr(v, "value") and isinstance(v.value, tf.Variable) else v
 
 
 def encoder_savedmodel_root(encoder: BertEncoder, vocab_file: str | None = None,
@@ -51,8 +48,8 @@ def encoder_savedmodel_root(encoder: BertEncoder, vocab_file: str | None = None,
                 "encoder_outputs": tf.stack(out["encoder_outputs"], axis=1)}
 
     root = tf.train.Checkpoint()
-    root.variables = [_tf_variable(v) for v in encoder.variables]
-    root.trainable_variables = [_tf_variable(v) for v in encoder.trainable_variables]
+    root.variables = [tf_variable(v) for v in encoder.variables]
+    root.trainable_variables = [tf_variable(v) for v in encoder.trainable_variables]
     root.regularization_losses = []
     root.bert_config_json = tf.Variable(encoder.config.to_json_string(), trainable=False)
     if vocab_file:

@@ -1,8 +1,10 @@
-"""One entry point for every export type (used by tools/export_savedmodel.py).
+"""One entry point for every export type, BERT's and GPT-1's (used by
+tools/export_savedmodel.py).
 
-`export_savedmodel(ExportOptions(...))` builds the model from `bert_config.json` + checkpoint,
-wraps it (encoder, preprocessor or task model), checks it is servable, and writes
-`<export_dir>/<version>/` atomically.
+`export_savedmodel(ExportOptions(...))` builds the model — BERT from `bert_config.json` +
+checkpoint; GPT-1 from a GPT config + OpenAI-layout params folder or fine-tuned checkpoint —,
+wraps it (encoder, preprocessor, task model, GPT-1 LM or classifier), checks it is servable, and
+writes `<export_dir>/<version>/` atomically.
 """
 from __future__ import annotations
 
@@ -13,7 +15,17 @@ from typing import Sequence
 
 from bert_tf.export.savedmodel_io import ExportError, check_target_dir, check_version
 
-MODEL_TYPES = ("encoder", "preprocessor", "classifier", "squad", "ner", "multiple_choice")
+BERT_MODEL_TYPES = ("encoder", "preprocessor", "classifier", "squad", "ner", "multiple_choice")
+GPT_MODEL_TYPES = ("gpt_lm", "gpt_classifier")
+MODEL_TYPES = BERT_MODEL_TYPES + GPT_MODEL_TYPES
+"""The values of --model_type."""
+
+GPT_TASKS = ("classification", "entailment", "similarity", "multiple_choice")
+"""--gpt_task: `bert_tf.gpt.task_model.TASKS` (repeated so that flags are checked before
+TensorFlow loads; a test keeps the two equal)."""
+
+GPT_ONLY_FLAGS = ("gpt_config_file", "gpt_task", "encoder_path", "bpe_path", "bpe_corpus_file")
+"""Flags (default None) of the GPT-1 types only."""
 
 
 @dataclasses.dataclass
@@ -21,22 +33,44 @@ class ExportOptions:
     """Flags of tools/export_savedmodel.py.
 
     Attributes:
-      model_type: one of MODEL_TYPES.
+      model_type: one of MODEL_TYPES: BERT's encoder, preprocessor, classifier, squad, ner,
+        multiple_choice; GPT-1's gpt_lm (the pretrained LM) and gpt_classifier (a fine-tuned
+        GptClassifier).
       export_dir: model base path; the export goes to <export_dir>/<version>/.
       version: positive integer.
-      bert_config_file: bert_config.json (not needed for the preprocessor).
-      init_checkpoint: original-format checkpoint (encoder: pretrained; task models: the
-        fine-tuned checkpoint including the head).
-      vocab_file: WordPiece vocab (preprocessor and task models).
+      bert_config_file: bert_config.json (BERT types except the preprocessor).
+      init_checkpoint: BERT: original-format checkpoint (encoder: pretrained; task models: the
+        fine-tuned checkpoint including the head). gpt_lm: an OpenAI-layout params folder
+        (params_shapes.json + params_0..9.npy) or a run_gpt_pretraining.py --output_dir (its
+        original_params/). gpt_classifier: the fine-tuned checkpoint (model.ckpt-N in
+        run_gpt_classifier.py's --output_dir, or that folder); with --allow_untrained_head also a
+        params folder or pretraining --output_dir (the head untrained).
+      vocab_file: WordPiece vocab (preprocessor and task models; gpt_classifier: a WordPiece
+        model's vocab, adds the raw-text signature).
       do_lower_case: tokenizer casing.
-      seq_length: packed length of raw-text signatures (preprocessor and task models).
-      num_labels: classifier / ner (or given by label_list).
-      label_list: label names in id order (classifier / ner); exported as the `labels` output.
+      seq_length: packed length of raw-text signatures (preprocessor and task models;
+        gpt_classifier: <= n_ctx).
+      num_labels: classifier / ner / gpt_classifier (or given by label_list); 1 exports a
+        regression (classifier, gpt_classifier).
+      label_list: label names in id order (classifier / ner / gpt_classifier); exported as the
+        `labels` output.
       num_choices: multiple_choice.
       max_query_length, max_answer_length: squad.
       allow_untrained_head: export a task model whose checkpoint has no head weights (the head
         keeps its random initialisation; only for trying the serving path).
       overwrite: replace an existing version.
+      gpt_config_file: GptConfig JSON (gpt_lm, gpt_classifier), as run_gpt_pretraining.py's /
+        run_gpt_classifier.py's --gpt_config_file.
+      gpt_task: gpt_classifier: the input transformation of the fine-tuning run: classification,
+        entailment, similarity or multiple_choice (run_gpt_classifier.py's task kind, e.g.
+        similarity for MRPC / QQP / STS-B).
+      encoder_path, bpe_path: gpt_classifier: the original BPE files (encoder_bpe_40000.json,
+        vocab_40000.bpe) of a BPE model; add the raw-text signature (in-graph BPE).
+      bpe_corpus_file: gpt_classifier with --encoder_path: a UTF-8 text file, one text per line,
+        like the texts the model will serve (their chunks the in-graph BPE's rules get wrong go
+        into its chunk table; needs ftfy and spaCy, the [gpt] extra).
+      max_text_length: gpt_classifier: cut every text of the raw-text signature to its first N
+        tokens (0: the budget that always fits, (seq_length - specials) // texts).
     """
 
     model_type: str
@@ -54,12 +88,141 @@ class ExportOptions:
     max_answer_length: int = 30
     allow_untrained_head: bool = False
     overwrite: bool = False
+    gpt_config_file: str | None = None
+    gpt_task: str | None = None
+    encoder_path: str | None = None
+    bpe_path: str | None = None
+    bpe_corpus_file: str | None = None
+    max_text_length: int = 0
 
 
 def _require(value, flag: str, model_type: str):
     if value in (None, ""):
         raise ExportError(f"--{flag} is required for --model_type={model_type}")
     return value
+
+
+def _refuse(opts: ExportOptions, flags: Sequence[str], why: str) -> None:
+    """ExportError naming the first of `flags` that is set (not None / empty / 0)."""
+    for flag in flags:
+        if getattr(opts, flag) not in (None, "", 0, False):
+            raise ExportError(f"--{flag} does not apply to --model_type={opts.model_type} "
+                              f"({why})")
+
+
+def _require_file(path, flag: str, what: str) -> None:
+    if not os.path.exists(path):
+        raise ExportError(f"--{flag}={path} does not exist; expected {what}")
+
+
+def _validate_bert(opts: ExportOptions) -> None:
+    t = opts.model_type
+    _refuse(opts, GPT_ONLY_FLAGS + ("max_text_length",), "a flag of the GPT-1 types")
+    if t != "preprocessor":
+        _require_file(_require(opts.bert_config_file, "bert_config_file", t), "bert_config_file",
+                      "a bert_config.json")
+    if t != "encoder":
+        _require_file(_require(opts.vocab_file, "vocab_file", t), "vocab_file",
+                      "a WordPiece vocab.txt")
+        if opts.seq_length < 3:
+            raise ExportError(f"--seq_length must be >= 3, got {opts.seq_length}")
+    if t in ("classifier", "ner"):
+        _check_label_flags(opts)
+    if t == "multiple_choice" and opts.num_choices < 2:
+        raise ExportError(f"--num_choices must be >= 2, got {opts.num_choices}")
+    if t not in ("encoder", "preprocessor") and not opts.init_checkpoint and (
+            not opts.allow_untrained_head):
+        raise ExportError(f"--init_checkpoint (the fine-tuned checkpoint) is required for "
+                          f"--model_type={t}")
+
+
+def _check_label_flags(opts: ExportOptions) -> None:
+    if opts.label_list is not None and opts.num_labels is not None and (
+            len(opts.label_list) != opts.num_labels):
+        raise ExportError(f"--label_list has {len(opts.label_list)} labels but "
+                          f"--num_labels={opts.num_labels}")
+    if opts.label_list is None and opts.num_labels is None:
+        raise ExportError(f"--num_labels or --label_list is required for "
+                          f"--model_type={opts.model_type}")
+
+
+def gpt_params_folder(path: str) -> str | None:
+    """The OpenAI-layout params folder `path` names: itself, or the `original_params/` of a
+    run_gpt_pretraining.py --output_dir; None when it is neither."""
+    from bert_tf.checkpoints.openai import SHAPES_FILE
+
+    for folder in (path, os.path.join(path, "original_params")):
+        if os.path.isfile(os.path.join(folder, SHAPES_FILE)):
+            return folder
+    return None
+
+
+def _gpt_config(opts: ExportOptions):
+    from bert_tf.gpt.config import GptConfig
+
+    path = _require(opts.gpt_config_file, "gpt_config_file", opts.model_type)
+    _require_file(path, "gpt_config_file", "a GPT config JSON (n_vocab, n_special, n_ctx, ...)")
+    return GptConfig.from_json_file(path)
+
+
+def _validate_gpt(opts: ExportOptions) -> None:
+    t = opts.model_type
+    if opts.bert_config_file:
+        raise ExportError(f"--bert_config_file does not apply to --model_type={t} (a BERT "
+                          "config); give the GPT config as --gpt_config_file")
+    config = _gpt_config(opts)
+    if t == "gpt_lm":
+        _refuse(opts, ("gpt_task", "vocab_file", "encoder_path", "bpe_path", "bpe_corpus_file",
+                       "label_list", "num_labels", "max_text_length", "allow_untrained_head"),
+                "the LM has no task head and takes token ids")
+        path = _require(opts.init_checkpoint, "init_checkpoint", t)
+        if gpt_params_folder(path) is None:
+            raise ExportError(f"--init_checkpoint={path}: neither an OpenAI-layout GPT-1 params "
+                              "folder (params_shapes.json + params_0..9.npy) nor a "
+                              "run_gpt_pretraining.py --output_dir holding original_params/")
+        return
+    task = _require(opts.gpt_task, "gpt_task", t)
+    if task not in GPT_TASKS:
+        raise ExportError(f"--gpt_task must be one of {GPT_TASKS}, got {task!r}")
+    if task == "multiple_choice":
+        _refuse(opts, ("label_list", "num_labels"), "multiple choice scores each choice")
+    else:
+        _check_label_flags(opts)
+        if opts.label_list is not None and len(opts.label_list) < 2:
+            raise ExportError(f"--label_list must name >= 2 classes, got {opts.label_list}")
+        if opts.num_labels is not None and opts.num_labels < 1:
+            raise ExportError(f"--num_labels must be >= 2 (1: a regression), got "
+                              f"{opts.num_labels}")
+    if opts.vocab_file and (opts.encoder_path or opts.bpe_path):
+        raise ExportError("--vocab_file (WordPiece) and --encoder_path/--bpe_path (BPE) are two "
+                          "text encoders; give one")
+    if bool(opts.encoder_path) != bool(opts.bpe_path):
+        raise ExportError("--encoder_path and --bpe_path go together (the original BPE's "
+                          "encoder_bpe_40000.json and vocab_40000.bpe)")
+    if opts.bpe_corpus_file and not opts.encoder_path:
+        raise ExportError("--bpe_corpus_file goes with --encoder_path/--bpe_path (it builds the "
+                          "in-graph BPE's chunk table)")
+    for flag, what in (("vocab_file", "a WordPiece vocab.txt"),
+                       ("encoder_path", "the original encoder_bpe_40000.json"),
+                       ("bpe_path", "the original vocab_40000.bpe"),
+                       ("bpe_corpus_file", "a text file, one text per line")):
+        if getattr(opts, flag):
+            _require_file(getattr(opts, flag), flag, what)
+    if not 3 <= opts.seq_length <= config.n_ctx:
+        raise ExportError(f"--seq_length must be in [3, n_ctx={config.n_ctx}] "
+                          f"({opts.gpt_config_file}), got {opts.seq_length}")
+    if opts.max_text_length < 0:
+        raise ExportError(f"--max_text_length must be >= 0, got {opts.max_text_length}")
+    if opts.init_checkpoint:
+        if gpt_params_folder(opts.init_checkpoint) is not None and not opts.allow_untrained_head:
+            raise ExportError(
+                f"--init_checkpoint={opts.init_checkpoint} holds pretrained GPT-1 params, no "
+                "classifier head; expected the fine-tuned checkpoint of a run_gpt_classifier.py "
+                "run (model.ckpt-N in its --output_dir), or pass --allow_untrained_head to "
+                "export an untrained head")
+    elif not opts.allow_untrained_head:
+        raise ExportError(f"--init_checkpoint (the fine-tuned checkpoint) is required for "
+                          f"--model_type={t}")
 
 
 def validate_options(opts: ExportOptions) -> None:
@@ -76,37 +239,83 @@ def validate_options(opts: ExportOptions) -> None:
         raise ExportError(f"--export_dir={opts.export_dir} is a file; expected a folder (the "
                           "model base path; the export goes to <export_dir>/<version>/)")
     check_target_dir(os.path.join(opts.export_dir, str(int(str(opts.version)))), opts.overwrite)
-    t = opts.model_type
-    if t != "preprocessor":
-        path = _require(opts.bert_config_file, "bert_config_file", t)
-        if not os.path.exists(path):
-            raise ExportError(f"--bert_config_file={path} does not exist; expected a "
-                              "bert_config.json")
-    if t != "encoder":
-        path = _require(opts.vocab_file, "vocab_file", t)
-        if not os.path.exists(path):
-            raise ExportError(f"--vocab_file={path} does not exist; expected a WordPiece "
-                              "vocab.txt")
-        if opts.seq_length < 3:
-            raise ExportError(f"--seq_length must be >= 3, got {opts.seq_length}")
-    if t in ("classifier", "ner"):
-        if opts.label_list is not None and opts.num_labels is not None and (
-                len(opts.label_list) != opts.num_labels):
-            raise ExportError(f"--label_list has {len(opts.label_list)} labels but "
-                              f"--num_labels={opts.num_labels}")
-        if opts.label_list is None and opts.num_labels is None:
-            raise ExportError(f"--num_labels or --label_list is required for --model_type={t}")
-    if t == "multiple_choice" and opts.num_choices < 2:
-        raise ExportError(f"--num_choices must be >= 2, got {opts.num_choices}")
-    if t not in ("encoder", "preprocessor") and not opts.init_checkpoint and (
-            not opts.allow_untrained_head):
-        raise ExportError(f"--init_checkpoint (the fine-tuned checkpoint) is required for "
-                          f"--model_type={t}")
+    if opts.model_type in GPT_MODEL_TYPES:
+        _validate_gpt(opts)
+    else:
+        _validate_bert(opts)
+
+
+def _load_fine_tuned(load, opts: ExportOptions, run: str, body_prefix: str):
+    """`load()` (weights into a task model), a checkpoint without the head's variables (names
+    not starting with `body_prefix`) an ExportError that says what to pass instead."""
+    from bert_tf.checkpoints.original import CheckpointError
+
+    try:
+        return load()
+    except CheckpointError as e:
+        missing = re.search(r"has no variable '([^']+)'", str(e))
+        if missing is None or missing.group(1).startswith(body_prefix):
+            raise
+        raise ExportError(
+            f"--init_checkpoint={opts.init_checkpoint} has no {opts.model_type} head (no "
+            f"variable '{missing.group(1)}'); expected the fine-tuned checkpoint of {run} run "
+            "(model.ckpt-N in its --output_dir), or pass --allow_untrained_head to export an "
+            "untrained head") from None
+
+
+def _gpt_model(opts: ExportOptions):
+    """The GPT-1 model of a gpt_lm / gpt_classifier export, its weights loaded."""
+    from bert_tf.checkpoints.openai import load_original_params
+    from bert_tf.gpt.model import GptModel
+    from bert_tf.gpt.task_model import GptClassifier
+    from bert_tf.training.finetuning import load_checkpoint
+
+    config = _gpt_config(opts)
+    params = gpt_params_folder(opts.init_checkpoint) if opts.init_checkpoint else None
+    if opts.model_type == "gpt_lm":
+        # As run_gpt_pretraining.py builds and loads it (the special-token rows, which the
+        # original layout does not hold, drawn as train.py draws them).
+        model = GptModel(config, classifier=False, name="gpt")
+        load_original_params(model, params, n_transfer=config.n_layer)
+        return model
+    regression = opts.num_labels == 1
+    num_classes = (None if opts.gpt_task == "multiple_choice" or regression
+                   else len(opts.label_list) if opts.label_list is not None else opts.num_labels)
+    # Built as run_gpt_classifier.py builds it (its checkpoint names are the Keras paths).
+    model = GptClassifier(config, task=opts.gpt_task, num_classes=num_classes,
+                          regression=regression, name="gpt_classifier")
+    if params is not None:  # --allow_untrained_head: the pretrained transformer, a new head
+        load_original_params(model.transformer, params, n_transfer=config.n_layer)
+    elif opts.init_checkpoint:
+        heads = "if_present" if opts.allow_untrained_head else "required"
+        loaded = _load_fine_tuned(
+            lambda: load_checkpoint(model, opts.init_checkpoint, heads=heads), opts,
+            "a run_gpt_classifier.py", body_prefix="transformer/")
+        body = [name for name in loaded["initialized"] if name.startswith("transformer/")]
+        if body:  # heads="if_present" makes every variable optional
+            raise ExportError(f"--init_checkpoint={opts.init_checkpoint} has no variable "
+                              f"'{body[0]}' of the GPT-1 transformer; expected the checkpoint "
+                              "of a run_gpt_classifier.py run with this --gpt_config_file")
+    return model
+
+
+def _gpt_export_module(opts: ExportOptions):
+    from bert_tf.export.gpt import GptLmServingModule, gpt_classifier_serving_module
+
+    model = _gpt_model(opts)
+    if opts.model_type == "gpt_lm":
+        return GptLmServingModule(model)
+    corpus = ()
+    if opts.bpe_corpus_file:
+        with open(opts.bpe_corpus_file, encoding="utf-8") as f:
+            corpus = [line.rstrip("\n") for line in f if line.strip()]
+    return gpt_classifier_serving_module(
+        model, opts.seq_length, opts.label_list, opts.vocab_file or None, opts.do_lower_case,
+        opts.max_text_length or None, opts.encoder_path, opts.bpe_path, corpus)
 
 
 def build_export_module(opts: ExportOptions):
     """The tf.Module to save and its signatures: (module, {name: concrete function})."""
-    from bert_tf.checkpoints.original import CheckpointError
     from bert_tf.export.encoder import encoder_savedmodel_root
     from bert_tf.export.preprocessor import BertPreprocessor, HubPreprocessorExport
     from bert_tf.export.task_models import task_export_module
@@ -115,6 +324,9 @@ def build_export_module(opts: ExportOptions):
     from bert_tf.pretrained import load_bert
 
     t = opts.model_type
+    if t in GPT_MODEL_TYPES:
+        module = _gpt_export_module(opts)
+        return module, module.serving_signatures()
     if t == "preprocessor":
         module = HubPreprocessorExport(
             BertPreprocessor(opts.vocab_file, opts.seq_length, opts.do_lower_case))
@@ -128,21 +340,15 @@ def build_export_module(opts: ExportOptions):
         "multiple_choice": lambda c: BertMultipleChoice(c, num_choices=opts.num_choices),
     }
     heads = "if_present" if opts.allow_untrained_head else "required"
-    try:
-        _, _, model = load_bert(opts.bert_config_file,
-                                vocab_file=None if t == "encoder" else opts.vocab_file,
-                                init_checkpoint=opts.init_checkpoint or None,
-                                do_lower_case=opts.do_lower_case, model_factory=factories[t],
-                                heads=heads)
-    except CheckpointError as e:
-        missing = re.search(r"has no variable '([^']+)'", str(e))
-        if t == "encoder" or missing is None or missing.group(1).startswith("bert/"):
-            raise
-        raise ExportError(
-            f"--init_checkpoint={opts.init_checkpoint} has no {t} head (no variable "
-            f"'{missing.group(1)}'); expected the fine-tuned checkpoint of a {t} run "
-            "(model.ckpt-N in its --output_dir), or pass --allow_untrained_head to export an "
-            "untrained head") from None
+
+    def load():
+        return load_bert(opts.bert_config_file,
+                         vocab_file=None if t == "encoder" else opts.vocab_file,
+                         init_checkpoint=opts.init_checkpoint or None,
+                         do_lower_case=opts.do_lower_case, model_factory=factories[t],
+                         heads=heads)[2]
+
+    model = load() if t == "encoder" else _load_fine_tuned(load, opts, f"a {t}", "bert/")
     if t == "encoder":
         root = encoder_savedmodel_root(model, opts.vocab_file or None, opts.do_lower_case)
         return root, {"serving_default": root.serving_default}
@@ -159,11 +365,9 @@ def export_savedmodel(opts: ExportOptions, check: bool = True) -> str:
     With `check`, the written SavedModel must pass `assert_servable` before it is renamed into
     place (otherwise nothing is left behind).
     """
-    from bert_tf.export.savedmodel_io import save_versioned_savedmodel
-    from bert_tf.export.serving_compat import assert_servable
+    from bert_tf.export.serving_module import save_serving_savedmodel
 
     validate_options(opts)
     module, signatures = build_export_module(opts)
-    return save_versioned_savedmodel(module, opts.export_dir, opts.version, signatures=signatures,
-                                     overwrite=opts.overwrite,
-                                     check=assert_servable if check else None)
+    return save_serving_savedmodel(module, opts.export_dir, opts.version, opts.overwrite,
+                                   signatures=signatures, check=check)

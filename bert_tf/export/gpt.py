@@ -25,38 +25,29 @@
   original's transform_roc cut) — where the Python path refuses a too-long row, the export cuts
   it. Without a text encoder the export has `serving_ids` only (also as `serving_default`).
 
-Signatures run with training=False, are not XLA-compiled, and track the model's variables, not
-the Keras object (Keras 3 would add a float32 signature of its own), as BERT's exports
-(`bert_tf.export.task_models`). Written atomically (`bert_tf.export.savedmodel_io`).
+Both are `bert_tf.export.serving_module.ModelServingModule`s, as BERT's task exports
+(`bert_tf.export.task_models`): signatures run with training=False, are not XLA-compiled, and
+track the model's variables, not the Keras object (Keras 3 would add a float32 signature of its
+own); written atomically and checked servable by `save_serving_savedmodel`. The export tool
+(`bert_tf.export.exporter`, tools/export_savedmodel.py) builds both as --model_type=gpt_lm /
+gpt_classifier.
 """
 from __future__ import annotations
 
 import keras
 import tensorflow as tf
 
-from bert_tf.export.savedmodel_io import write_atomically
+from bert_tf.export.serving_module import (ModelServingModule, save_serving_savedmodel,
+                                           text_specs)
 
 
-def _tf_variable(v):
-    """The tf.Variable behind a Keras 3 variable."""
-    return v.value if hasattr(v, "value") and isinstance(v.value, tf.Variable) else v
-
-
-class _ModelModule(tf.Module):
-    """Tracks a Keras model's variables (not the model) and its config JSON."""
-
-    def __init__(self, model: keras.Model, config_json: str, name: str | None = None):
-        super().__init__(name=name)
-        self.__dict__["_model"] = model  # untracked: signatures close over it
-        self.model_variables = [_tf_variable(v) for v in model.weights]
-        self.gpt_config_json = tf.Variable(config_json, trainable=False)
-
-
-class GptLmServingModule(_ModelModule):
+class GptLmServingModule(ModelServingModule):
     """`serving_default(token_ids)` of a `GptModel` (see the module docstring)."""
 
     def __init__(self, model: keras.Model):
-        super().__init__(model, model.config.to_json_string(), name="gpt_lm")
+        # model.weights, not .variables: the dropout streams' seed states are not saved.
+        super().__init__(model, model.weights, "gpt_config_json", model.config.to_json_string(),
+                         name="gpt_lm")
         n_vocab = model.config.n_vocab
 
         @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="token_ids")])
@@ -71,21 +62,24 @@ class GptLmServingModule(_ModelModule):
 
         self.serving_default = serve
 
+    def serving_signatures(self) -> dict:
+        return {"serving_default": self.serving_default}
 
-def export_gpt_lm_savedmodel(model: keras.Model, export_dir: str, overwrite: bool = False) -> str:
-    """Saves a `GptModel` (LM) to `export_dir` atomically; returns the path. An existing
-    `export_dir` is an error unless `overwrite` (replaced only once the new one is complete)."""
-    module = GptLmServingModule(model)
-    return write_atomically(
-        export_dir, lambda tmp: tf.saved_model.save(
-            module, tmp, signatures={"serving_default": module.serving_default}),
-        overwrite=overwrite)
+
+def export_gpt_lm_savedmodel(model: keras.Model, export_dir: str, overwrite: bool = False,
+                             version: int | str | None = None) -> str:
+    """Saves a `GptModel` (LM) atomically, checked servable first; returns the path:
+    `export_dir` itself (version None, as run_gpt_pretraining.py's --export_dir) or
+    `<export_dir>/<version>/` (TF Serving's layout, as the export tool writes it). An existing
+    folder is an error unless `overwrite` (replaced only once the new one is complete)."""
+    return save_serving_savedmodel(GptLmServingModule(model), export_dir, version,
+                                   overwrite=overwrite)
 
 
 _TEXT_PARTS = {"classification": 1, "entailment": 2, "similarity": 2, "multiple_choice": 2}
 
 
-class GptClassifierServingModule(_ModelModule):
+class GptClassifierServingModule(ModelServingModule):
     """The signatures of a `GptClassifier` export (see the module docstring).
 
     Args:
@@ -109,10 +103,10 @@ class GptClassifierServingModule(_ModelModule):
         from bert_tf.gpt.input_transforms import SpecialTokens
         from bert_tf.training.length_batching import trim_padding
         c = model.config
-        super().__init__(model, json.dumps({"gpt_config": c.to_dict(), "task": model.task,
-                                            "num_classes": model.num_classes,
-                                            "regression": bool(getattr(model, "regression",
-                                                                       False))}),
+        config_json = json.dumps({"gpt_config": c.to_dict(), "task": model.task,
+                                  "num_classes": model.num_classes,
+                                  "regression": bool(getattr(model, "regression", False))})
+        super().__init__(model, model.weights, "gpt_config_json", config_json, label_list,
                          name="gpt_classifier")
         if not 3 <= seq_length <= c.n_ctx:
             raise ValueError(f"seq_length={seq_length} must be in [3, n_ctx={c.n_ctx}]")
@@ -122,8 +116,6 @@ class GptClassifierServingModule(_ModelModule):
         parts = _TEXT_PARTS[model.task]
         budget = (self.seq_length - 1 - parts) // parts  # start, delimiters, extract
         self.max_text_length = min(int(max_text_length or budget), budget)
-        self.label_names = (tf.constant(list(label_list), tf.string)
-                            if label_list is not None else None)
         rank = 2 if model.task in ("classification", "entailment") else 3
         regression = bool(getattr(model, "regression", False))
 
@@ -135,8 +127,7 @@ class GptClassifierServingModule(_ModelModule):
             out = {"probabilities": tf.nn.softmax(logits, axis=-1),
                    "label_ids": tf.argmax(logits, axis=-1, output_type=tf.int32),
                    "logits": logits}
-            if self.label_names is not None:
-                out["labels"] = tf.gather(self.label_names, out["label_ids"])
+            out.update(self.label_outputs(out["label_ids"]))
             return out
 
         @tf.function(input_signature=[tf.TensorSpec([None] * rank, tf.int32, name="token_ids")])
@@ -180,12 +171,11 @@ class GptClassifierServingModule(_ModelModule):
             return tf.cast(encode(texts), tf.int32)
 
         if model.task == "classification":
-            @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+            @tf.function(input_signature=text_specs("text"))
             def serve(text):
                 return outputs(sequences(tokens(ensure_input_shape(text, [None]))))
         elif model.task in ("entailment", "similarity"):
-            @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text_a"),
-                                          tf.TensorSpec([None], tf.string, name="text_b")])
+            @tf.function(input_signature=text_specs("text_a", "text_b"))
             def serve(text_a, text_b):
                 a = tokens(ensure_input_shape(text_a, [None]))
                 b = tokens(ensure_input_shape(text_b, [None]))
@@ -193,7 +183,7 @@ class GptClassifierServingModule(_ModelModule):
                     return outputs(sequences(a, b))
                 return outputs(tf.stack([sequences(a, b), sequences(b, a)], axis=1))
         else:
-            @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="context"),
+            @tf.function(input_signature=[*text_specs("context"),
                                           tf.TensorSpec([None, None], tf.string, name="choices")])
             def serve(context, choices):
                 context = ensure_input_shape(context, [None])
@@ -203,6 +193,29 @@ class GptClassifierServingModule(_ModelModule):
                 flat = sequences(tokens(repeated), tokens(tf.reshape(choices, [-1])))
                 return outputs(tf.reshape(flat, [batch, num, tf.shape(flat)[1]]))
         self.serving_default = serve
+
+    def serving_signatures(self) -> dict:
+        """`serving_ids`, and `serving_default`: the raw-text signature, or `serving_ids` again
+        without a text encoder."""
+        return {"serving_ids": self.serving_ids,
+                "serving_default": (self.serving_default if self.serving_default is not None
+                                    else self.serving_ids)}
+
+
+def gpt_classifier_serving_module(model: keras.Model, seq_length: int | None = None,
+                                  label_list=None, vocab_file: str | None = None,
+                                  do_lower_case: bool = True, max_text_length: int | None = None,
+                                  encoder_path: str | None = None, bpe_path: str | None = None,
+                                  bpe_corpus=()) -> GptClassifierServingModule:
+    """The export module of a fine-tuned `GptClassifier`; arguments as
+    `export_gpt_classifier_savedmodel`'s."""
+    bpe_encoder = None
+    if vocab_file is None and encoder_path and bpe_path:
+        from bert_tf.tokenization.gpt_bpe_in_graph import InGraphBpeEncoder
+        bpe_encoder = InGraphBpeEncoder.from_text_encoder(encoder_path, bpe_path,
+                                                          corpus=bpe_corpus)
+    return GptClassifierServingModule(model, seq_length or model.config.n_ctx, label_list,
+                                      vocab_file, do_lower_case, max_text_length, bpe_encoder)
 
 
 def export_gpt_classifier_savedmodel(model: keras.Model, export_dir: str, version: int = 1,
@@ -220,19 +233,7 @@ def export_gpt_classifier_savedmodel(model: keras.Model, export_dir: str, versio
     like the served ones. Returns the version folder. Raises ExportError for an existing version
     without `overwrite`.
     """
-    from bert_tf.export.savedmodel_io import save_versioned_savedmodel
-    from bert_tf.export.serving_compat import assert_servable
-    bpe_encoder = None
-    if vocab_file is None and encoder_path and bpe_path:
-        from bert_tf.tokenization.gpt_bpe_in_graph import InGraphBpeEncoder
-        bpe_encoder = InGraphBpeEncoder.from_text_encoder(encoder_path, bpe_path,
-                                                          corpus=bpe_corpus)
-    module = GptClassifierServingModule(model, seq_length or model.config.n_ctx, label_list,
-                                        vocab_file, do_lower_case, max_text_length, bpe_encoder)
-    signatures = {"serving_ids": module.serving_ids}
-    if module.serving_default is not None:
-        signatures["serving_default"] = module.serving_default
-    else:
-        signatures["serving_default"] = module.serving_ids
-    return save_versioned_savedmodel(module, export_dir, version, signatures=signatures,
-                                     overwrite=overwrite, check=assert_servable)
+    module = gpt_classifier_serving_module(model, seq_length, label_list, vocab_file,
+                                           do_lower_case, max_text_length, encoder_path,
+                                           bpe_path, bpe_corpus)
+    return save_serving_savedmodel(module, export_dir, version, overwrite=overwrite)

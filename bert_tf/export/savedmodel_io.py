@@ -208,6 +208,34 @@ def _umask() -> int:
     return mask
 
 
+def save_savedmodel_atomically(obj: tf.Module, target_dir: str | os.PathLike,
+                               signatures: dict | None = None, overwrite: bool = False,
+                               options: tf.saved_model.SaveOptions | None = None,
+                               check: Callable[[str], None] | None = None) -> str:
+    """`tf.saved_model.save(obj, ...)` into `target_dir` atomically (`write_atomically`).
+
+    Args:
+      obj: the tf.Module / trackable to save.
+      target_dir: the folder to write (must not exist unless `overwrite`).
+      signatures: name -> concrete function (`tf.saved_model.save`'s `signatures`).
+      overwrite: replace an existing `target_dir`.
+      options: `tf.saved_model.SaveOptions`.
+      check: optional callable run on the written temporary folder before it is renamed into
+        place (e.g. the serving-compatibility check); an exception aborts the export.
+
+    Returns:
+      The absolute `target_dir`.
+    """
+    import tensorflow as tf
+
+    def write(tmp: str) -> None:
+        tf.saved_model.save(obj, tmp, signatures=signatures, options=options)
+        if check is not None:
+            check(tmp)
+
+    return write_atomically(target_dir, write, overwrite=overwrite)
+
+
 def save_versioned_savedmodel(obj: tf.Module, export_dir: str | os.PathLike, version: int | str,
                               signatures: dict | None = None, overwrite: bool = False,
                               options: tf.saved_model.SaveOptions | None = None,
@@ -218,26 +246,15 @@ def save_versioned_savedmodel(obj: tf.Module, export_dir: str | os.PathLike, ver
       obj: the tf.Module / trackable to save.
       export_dir: the model's base path (what TF Serving's `model_base_path` points at).
       version: positive integer.
-      signatures: name -> concrete function (`tf.saved_model.save`'s `signatures`).
-      overwrite: replace an existing version.
-      options: `tf.saved_model.SaveOptions`.
-      check: optional callable run on the written temporary folder before it is renamed into
-        place (e.g. the serving-compatibility check); an exception aborts the export.
+      signatures, overwrite, options, check: as `save_savedmodel_atomically`'s.
 
     Returns:
       The absolute path of the version folder.
     """
-    import tensorflow as tf
-
     version = check_version(version)
     target = os.path.join(os.fspath(export_dir), str(version))
-
-    def write(tmp: str) -> None:
-        tf.saved_model.save(obj, tmp, signatures=signatures, options=options)
-        if check is not None:
-            check(tmp)
-
-    return write_atomically(target, write, overwrite=overwrite)
+    return save_savedmodel_atomically(obj, target, signatures=signatures, overwrite=overwrite,
+                                      options=options, check=check)
 
 
 def existing_versions(export_dir: str | os.PathLike) -> list[int]:

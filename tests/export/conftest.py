@@ -20,13 +20,14 @@ def fixture_model(original_fixtures) -> dict:
 
 @pytest.fixture(scope="session")
 def exports(tmp_path_factory, fixture_model) -> dict[str, pathlib.Path]:
-    """model type -> <export_dir>/1 for every export type (task heads randomly initialised: the
-    fixture checkpoint is a pretraining one)."""
-    from bert_tf.export.exporter import MODEL_TYPES, ExportOptions, export_savedmodel
+    """model type -> <export_dir>/1 for every BERT export type (task heads randomly initialised:
+    the fixture checkpoint is a pretraining one). GPT-1's types:
+    tests/gpt/test_export.py."""
+    from bert_tf.export.exporter import BERT_MODEL_TYPES, ExportOptions, export_savedmodel
 
     base = tmp_path_factory.mktemp("exports")
     out = {}
-    for model_type in MODEL_TYPES:
+    for model_type in BERT_MODEL_TYPES:
         extra = {"classifier": {"label_list": CLASSIFIER_LABELS},
                  "ner": {"label_list": NER_LABELS},
                  "squad": {"max_query_length": 6, "max_answer_length": 5},
