@@ -13,8 +13,8 @@ import keras
 import tensorflow as tf
 
 from bert_tf.export.savedmodel_io import write_atomically
-from bert_tf.export.serving_module import tf_variable
 from bert_tf.modeling import BertEncoder
+from bert_tf.training.distribution import tf_variable
 
 
 def encoder_savedmodel_root(encoder: BertEncoder, vocab_file: str | None = None,

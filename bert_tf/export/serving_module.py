@@ -17,10 +17,7 @@ from typing import Callable, Sequence
 import keras
 import tensorflow as tf
 
-
-def tf_variable(v):
-    """The tf.Variable behind a Keras 3 variable (a tf.Variable itself unchanged)."""
-    return v.value if hasattr(v, "value") and isinstance(v.value, tf.Variable) else v
+from bert_tf.training.distribution import tf_variable
 
 
 def concrete_signature(fn: Callable, *specs: tf.TensorSpec):
