@@ -287,6 +287,7 @@ def _run_tool(*args):
                           text=True, cwd=PROJECT_ROOT, timeout=120)
 
 
+@pytest.mark.e2e
 def test_cli_toy_v2_and_out_file(tmp_path):
     data = tmp_path / "data.json"
     data.write_text(json.dumps(TOY))
@@ -320,6 +321,7 @@ def test_cli_toy_v2_and_out_file(tmp_path):
     assert json.loads(proc.stdout)["best_f1"] == pytest.approx(70.0)
 
 
+@pytest.mark.e2e
 def test_cli_bad_inputs(tmp_path):
     data = tmp_path / "data.json"
     data.write_text(json.dumps(TOY))

@@ -66,6 +66,7 @@ def test_matches_full_tokenizer_and_original_packing(original_fixtures, fixture_
                    for v in out.values())
 
 
+@pytest.mark.e2e
 def test_exported_signatures(exports, fixture_model):
     import tensorflow_text  # noqa: F401  (registers the ops the SavedModel uses)
 

@@ -160,6 +160,7 @@ def test_bpe_model_exports_token_ids_and_passes_the_c_loader(vocab, rows, c_load
     np.testing.assert_allclose(responses[1]["logits"], expected, atol=1e-5, rtol=0)
 
 
+@pytest.mark.e2e
 def test_bpe_raw_text_signature_equals_the_python_encoder_path(rows, tmp_path):
     """The original BPE vocabulary: the raw-text signature encodes with InGraphBpeEncoder (chunk
     table built from the served texts) and gives the Python path's logits (TextEncoder)."""

@@ -85,6 +85,7 @@ def _results(path: pathlib.Path) -> dict[str, str]:
     return dict(line.split(" = ") for line in path.read_text().strip().splitlines())
 
 
+@pytest.mark.e2e
 def test_mrpc_similarity_trains_and_evaluates_with_the_official_metric(data, tmp_path):
     from bert_tf.evaluation.glue_metrics import glue_metrics
     from bert_tf.tasks.gpt_classifier import run_gpt_classifier

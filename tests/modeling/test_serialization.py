@@ -227,6 +227,7 @@ def _split(arrays):
             arrays["label_ids"])
 
 
+@pytest.mark.e2e
 def test_compile_fit_evaluate_with_metrics_on_mrpc_rows(mrpc_arrays, original_fixtures, tmp_path):
     """A classifier initialised from the original release's (tiny) checkpoint, compiled with a
     metrics dict keyed by output name, trains on real MRPC rows: the loss on those rows falls,
@@ -264,6 +265,7 @@ def test_compile_fit_evaluate_with_metrics_on_mrpc_rows(mrpc_arrays, original_fi
     _assert_same_outputs(model(x_dev, training=False), loaded(x_dev, training=False))
 
 
+@pytest.mark.e2e
 def test_compile_fit_on_a_two_output_task_model(mrpc_arrays):
     """Span labeller: losses and metrics keyed by its two outputs."""
     x, _ = _split(mrpc_arrays[0])

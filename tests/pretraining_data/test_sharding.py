@@ -164,7 +164,9 @@ def test_a_dying_worker_process_is_one_clear_error(tmp_path):
 
 
 def test_progress_line(caplog):
-    caplog.set_level("INFO")
+    # The lines go through absl's logger, whose own level an earlier test in the same worker may
+    # have set to WARNING (absl's default verbosity once flags are parsed): set it, not the root's.
+    caplog.set_level("INFO", logger="absl")
     progress = ShardProgress("tool", 200, interval=3600, enabled=True,
                              describe=lambda elapsed: "7 things")
     progress.update(100, skipped=True)  # the first line is logged at once

@@ -340,6 +340,7 @@ def test_masking_study_on_a_reduced_grid(tmp_path):
     assert (len(again["ran"]), len(again["skipped"])) == (0, 9)
 
 
+@pytest.mark.e2e
 def test_tiny_study_runs_resumes_and_reruns_killed_cells(tmp_path):
     out = str(tmp_path / "study")
     proc = _run("--study=bert_pretraining_tasks", "--scale=tiny", f"--output_dir={out}", *FAST)

@@ -206,6 +206,7 @@ def tiny_setup(tmp_path_factory):
             "data": {"vocab_file": vocab, "vocab_size": size}}
 
 
+@pytest.mark.e2e
 @needs_data
 @pytest.mark.parametrize("task_name", ["CoLA", "STS-B"])
 def test_glue_tasks_fine_tune_both_models(tiny_setup, task_name):
@@ -228,6 +229,7 @@ def test_glue_tasks_fine_tune_both_models(tiny_setup, task_name):
                 task, name == "ltr_bilstm")
 
 
+@pytest.mark.e2e
 @needs_data
 def test_squad_split_fine_tunes_bert_and_the_left_to_right_model(tiny_setup):
     import keras

@@ -92,6 +92,7 @@ def _load(config_file, vocab_file, checkpoint, factory):
     return tokenizer, model
 
 
+@pytest.mark.e2e
 def test_mrpc_dev_bucketed_equals_padded(minilm, shared_data):
     from bert_tf.evaluation.glue_metrics import glue_metrics
     from bert_tf.modeling import BertClassifier

@@ -56,6 +56,7 @@ def test_not_prepared_is_a_clear_error_and_never_downloads(tmp_path):
         tfds_sources.dataset_name("xnli")
 
 
+@pytest.mark.e2e
 def test_run_classifier_on_tfds_scores_as_on_tsv(tmp_path, shared_data, original_fixtures):
     """RTE rows (24 train, 16 dev, 8 test, real) as tsv files and as a TFDS dataset prepared
     from them: the same losses, eval_results.txt and test predictions."""

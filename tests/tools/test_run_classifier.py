@@ -70,6 +70,7 @@ def _read_eval(path: pathlib.Path) -> dict:
                                      path.read_text().splitlines())}
 
 
+@pytest.mark.e2e
 def test_classification_train_eval_predict_then_predict_from_checkpoint(tmp_path, model_files):
     config, vocab = model_files
     data_dir, out = tmp_path / "sst2", tmp_path / "out"

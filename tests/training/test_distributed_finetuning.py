@@ -41,6 +41,7 @@ def test_one_device_run_trains_with_dropout(one_device):
     assert one_device[-1]["loss"] < one_device[0]["loss"]
 
 
+@pytest.mark.e2e
 def test_mirrored_two_replicas_equals_one_device(original_fixtures, shared_data, tmp_path,
                                                  one_device):
     mirrored = _run(original_fixtures, shared_data, "mirrored", tmp_path / "mirrored", 2)
@@ -48,6 +49,7 @@ def test_mirrored_two_replicas_equals_one_device(original_fixtures, shared_data,
     assert os.path.exists(tmp_path / "mirrored" / "model.ckpt-6.index")
 
 
+@pytest.mark.e2e
 def test_multi_worker_two_processes_agree(original_fixtures, shared_data, tmp_path, one_device,
                                           local_workers):
     workers = local_workers
