@@ -215,22 +215,28 @@ def _suffix(split_name: str) -> str:
 
 def write_test_outputs(output_dir: str, processor: glue.DataProcessor, split: glue.EvalSplit,
                        logits, leaderboard_name: str | None) -> dict[str, str]:
-    """Writes test_results[_mismatched].tsv (original format) and the GLUE leaderboard file.
+    """Writes test_results[_mismatched].tsv (original format: each probability as `str` of a
+    float32, tab-separated; STS-B: the score) and the GLUE leaderboard file.
 
     Args:
       logits: [N, num_labels] model outputs for `split.examples`, in order.
     Returns: {"test_results": path, "leaderboard": path or None}.
     """
+    import numpy as np
+
     from bert_tf.io_utils import atomic_write_text
 
     examples = split.examples
+    # Numbers as the original prints them: `str()` of a float32 (the shortest decimal that reads
+    # back as the same float32, e.g. 0.38892138), not of a float64.
     if processor.is_regression:
-        scores = [float(x) for x in logits[:, 0]]
-        lines = [f"{s}\n" for s in scores]
-        predictions = [f"{s:.6f}" for s in scores]
+        scores = np.asarray(logits)[:, 0].astype(np.float32)
+        lines = [str(s) + "\n" for s in scores]
+        predictions = [f"{float(s):.6f}" for s in scores]
     else:
-        probabilities = softmax(logits)
-        lines = ["\t".join(str(float(p)) for p in row) + "\n" for row in probabilities]
+        probabilities = softmax(logits)  # float64: the argmax of the exact probabilities
+        lines = ["\t".join(str(p) for p in row.astype(np.float32)) + "\n"
+                 for row in probabilities]
         predictions = [processor.labels[i] for i in probabilities.argmax(axis=-1)]
     paths = {"test_results": os.path.join(output_dir, f"test_results{_suffix(split.name)}.tsv"),
              "leaderboard": None}

@@ -61,6 +61,19 @@ def test_test_outputs_mnli_and_stsb(tmp_path):
     assert (tmp_path / "test_results.tsv").read_text() == "4.5\n0.25\n"
 
 
+def test_test_results_print_float32_as_the_original(tmp_path):
+    """The original writes `str()` of each float32 probability (its estimator's softmax):
+    0.38892138, not the float64 0.38892136581181347; STS-B scores likewise."""
+    mrpc = glue.get_processor("mrpc")
+    logits = np.array([[0.0, np.log(0.6110786341881865 / 0.38892136581181347)]])
+    classifier.write_test_outputs(str(tmp_path), mrpc, _split("test", 1, None), logits, None)
+    assert (tmp_path / "test_results.tsv").read_text() == "0.38892138\t0.6110786\n"
+    sts = glue.get_processor("sts-b")
+    classifier.write_test_outputs(str(tmp_path), sts, _split("test", 1, None),
+                                  np.array([[3.1]], np.float32), None)
+    assert (tmp_path / "test_results.tsv").read_text() == "3.1\n"  # not 3.0999999046325684
+
+
 def test_diagnostic_file_found_and_read(tmp_path, shared_data):
     glue_dir = shared_data / "glue"
     if not (glue_dir / "diagnostic" / "diagnostic.tsv").exists():
