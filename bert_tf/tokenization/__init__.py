@@ -20,6 +20,7 @@ from typing import Any
 from bert_tf.tokenization.full_tokenizer import (
     BasicTokenizer,
     FullTokenizer,
+    VocabDict,
     WordpieceTokenizer,
     convert_by_vocab,
     convert_ids_to_tokens,
@@ -31,6 +32,7 @@ from bert_tf.tokenization.full_tokenizer import (
     load_vocab,
     printable_text,
     validate_case_matches_checkpoint,
+    vocab_tokens_by_id,
     whitespace_tokenize,
 )
 
@@ -46,6 +48,7 @@ _LAZY = {
 __all__ = [
     "BasicTokenizer",
     "FullTokenizer",
+    "VocabDict",
     "WordpieceTokenizer",
     "convert_by_vocab",
     "convert_ids_to_tokens",
@@ -54,6 +57,7 @@ __all__ = [
     "load_vocab",
     "printable_text",
     "validate_case_matches_checkpoint",
+    "vocab_tokens_by_id",
     "whitespace_tokenize",
     *_LAZY,
 ]

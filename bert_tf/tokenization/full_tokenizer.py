@@ -17,11 +17,18 @@ with invalid bytes dropped. Results depend on Python's `unicodedata` tables (the
 outputs were produced with Unicode 14.0.0, i.e. Python 3.11).
 
 What differs from the original, on purpose:
-  * `load_vocab` refuses a vocab that would silently give wrong ids: a duplicate token (the
-    original keeps the last id for it), an empty or whitespace-only line, invalid UTF-8 and a
-    missing file each raise `ValueError`/`FileNotFoundError` naming the file and line.
+  * `load_vocab` loads what the original loads, with the original's ids, but says so when a file
+    has lines whose ids are surprising: a blank or whitespace-only line (the empty token gets that
+    line's id) and a token listed twice (the last line's id wins, the earlier id is unreachable)
+    are one `UserWarning` naming the file and the lines. Invalid UTF-8 (the original's reader
+    fails too) and a missing file raise `ValueError` / `FileNotFoundError` naming the file (and
+    line).
   * It is faster (per-character classes are cached per tokenizer, the text is transformed with
-    `str.translate` in a few passes instead of per-character Python calls); the output is the same.
+    `str.translate` in a few passes instead of per-character Python calls, and the splits of
+    out-of-vocab words are cached); the output is the same. The split cache is kept only for a
+    vocab that reports its edits (`VocabDict`, what `load_vocab` returns): editing
+    `tokenizer.vocab` in place drops it, so no split of an older vocab is ever returned; a plain
+    dict given to `WordpieceTokenizer` is never cached.
 """
 from __future__ import annotations
 
@@ -29,11 +36,13 @@ import collections
 import os
 import re
 import unicodedata
+import warnings
 from typing import Iterable, Mapping, Sequence
 
 __all__ = [
     "BasicTokenizer",
     "FullTokenizer",
+    "VocabDict",
     "WordpieceTokenizer",
     "convert_by_vocab",
     "convert_ids_to_tokens",
@@ -42,6 +51,7 @@ __all__ = [
     "load_vocab",
     "printable_text",
     "validate_case_matches_checkpoint",
+    "vocab_tokens_by_id",
     "whitespace_tokenize",
 ]
 
@@ -113,29 +123,87 @@ def _open_vocab_bytes(vocab_file: str) -> bytes:
     return io_utils.read_bytes(vocab_file)
 
 
+class VocabDict(collections.OrderedDict):
+    """The `collections.OrderedDict` token -> id that `load_vocab` returns (the original's type),
+    counting its edits: `version` changes whenever a token is added, removed or given another id
+    through the dict's methods, so that `WordpieceTokenizer` can cache the splits of
+    out-of-vocab words and drop them when the vocab changes in place."""
+
+    def __init__(self, *args, **kwargs):
+        self.version = 0
+        super().__init__(*args, **kwargs)
+
+    def _edited(self) -> None:
+        self.version = getattr(self, "version", 0) + 1
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        self._edited()
+
+    def __delitem__(self, key):
+        super().__delitem__(key)
+        self._edited()
+
+    def pop(self, *args):
+        self._edited()
+        return super().pop(*args)
+
+    def popitem(self, last: bool = True):
+        self._edited()
+        return super().popitem(last)
+
+    def clear(self):
+        super().clear()
+        self._edited()
+
+    def setdefault(self, key, default=None):
+        self._edited()
+        return super().setdefault(key, default)
+
+    def update(self, *args, **kwargs):
+        super().update(*args, **kwargs)
+        self._edited()
+
+    def __ior__(self, other):
+        result = super().__ior__(other)
+        self._edited()
+        return result
+
+
+_MAX_LISTED_VOCAB_LINES = 5
+
+
 def load_vocab(vocab_file: str | os.PathLike) -> "collections.OrderedDict[str, int]":
     """Loads a WordPiece vocab file: one token per line, id = line number counted from 0.
 
     Lines are split on "\\n" only and stripped of surrounding whitespace (`str.strip()`), as in
-    the original. Unlike the original, a vocab that would give silently wrong ids is refused.
+    the original, and the dict is the original's for every file the original reads:
+      * a blank or whitespace-only line is the empty token "" with that line's id (a blank line
+        at the end of the file too; the newline that ends the last line starts no token);
+      * a token on several lines keeps its first place in the dict and the id of its last line
+        (the ids of its earlier lines are no token's).
+    Both are legal but rarely meant (the ids after them are still line numbers, so a model
+    trained with the file keeps working), so they are reported in one `UserWarning` naming the
+    file and the lines.
 
     Args:
       vocab_file: path of a UTF-8 text file (local, or any `tf.io.gfile` URL such as gs://).
 
     Returns:
-      OrderedDict token (str) -> id (int), in file order.
+      `VocabDict` (an OrderedDict) token (str) -> id (int), in file order.
 
     Raises:
       FileNotFoundError: the file does not exist.
-      ValueError: invalid UTF-8, an empty or whitespace-only line, or a token listed twice
-        (the message names the file, the line number(s) and what was expected).
+      ValueError: a line that is not valid UTF-8 (the message names the file and the line).
     """
     vocab_file = os.fspath(vocab_file)
     data = _open_vocab_bytes(vocab_file)
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":  # The newline that ends the last line starts no new token.
         lines.pop()
-    vocab: collections.OrderedDict[str, int] = collections.OrderedDict()
+    vocab = VocabDict()
+    first_line: dict[str, int] = {}
+    notes: list[str] = []
     for index, raw in enumerate(lines):
         line_no = index + 1
         try:
@@ -144,20 +212,43 @@ def load_vocab(vocab_file: str | os.PathLike) -> "collections.OrderedDict[str, i
             raise ValueError(
                 f"{vocab_file}, line {line_no}: not valid UTF-8 ({e.reason} at byte {e.start} of "
                 "the line); a vocab file must be UTF-8 text with one token per line") from None
-        if not token:
-            raise ValueError(
-                f"{vocab_file}, line {line_no}: empty or whitespace-only line; expected one token "
-                "per line (token ids are line numbers, so a blank line would give an empty "
-                "token an id and shift or confuse the ids of the tokens after it). Remove the "
-                "line, including blank lines at the end of the file")
-        previous = vocab.get(token)
-        if previous is not None:
-            raise ValueError(
-                f"{vocab_file}, line {line_no}: token {token!r} is a duplicate of line "
-                f"{previous + 1}; expected every token once (the original would silently map it "
-                f"to id {index} and leave id {previous} unreachable)")
+        if token in first_line:
+            what = "blank" if not token else f"{token!r}"
+            notes.append(f"line {line_no} repeats the {what} token of line {first_line[token]}")
+        elif not token:
+            notes.append(f"line {line_no} is blank")
+        first_line.setdefault(token, line_no)
         vocab[token] = index
+    if notes:
+        more = len(notes) - _MAX_LISTED_VOCAB_LINES
+        listed = "; ".join(notes[:_MAX_LISTED_VOCAB_LINES]) + (f"; and {more} more" if more > 0
+                                                                 else "")
+        warnings.warn(
+            f"{vocab_file}: {listed}. Loaded as the original loads it: ids are line numbers, a "
+            "repeated token gets the id of its last line (its earlier ids are no token's), a "
+            "blank line is the empty token", UserWarning, stacklevel=2)
+    vocab.version = 0
     return vocab
+
+
+def vocab_tokens_by_id(vocab: Mapping[str, int]) -> list[str]:
+    """The list whose item i is the token with id i (what in-graph lookup tables and
+    `tf_text.FastBertTokenizer` take): ids no token has (the earlier lines of a repeated token,
+    see `load_vocab`) get a distinct placeholder with spaces in it, which no word piece can
+    match.
+
+    Raises:
+      ValueError: an id that is not an integer >= 0.
+    """
+    size = 0
+    for token, index in vocab.items():
+        if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+            raise ValueError(f"vocab: token {token!r} has id {index!r}; expected an integer >= 0")
+        size = max(size, index + 1)
+    tokens = [f"[ no token has id {i} ]" for i in range(size)]
+    for token, index in vocab.items():
+        tokens[index] = token
+    return tokens
 
 
 def convert_by_vocab(vocab: Mapping, items: Iterable) -> list:
@@ -377,15 +468,18 @@ class WordpieceTokenizer:
     def __init__(self, vocab: Mapping[str, int], unk_token: str = "[UNK]",
                  max_input_chars_per_word: int = 200):
         """Args:
-          vocab: token -> id mapping (only membership is used).
+          vocab: token -> id mapping (only membership is used). Read at every call, so edits
+            show at once; the splits of out-of-vocab words are cached only for a `VocabDict`
+            (`load_vocab`'s), which reports its edits.
           unk_token: emitted for a word that cannot be split into vocab pieces.
           max_input_chars_per_word: longer words (in characters) become one `unk_token`.
         """
         self.vocab = vocab
         self.unk_token = unk_token
         self.max_input_chars_per_word = max_input_chars_per_word
-        # Splits of out-of-vocab words, per instance; dropped whenever `vocab`, its size,
-        # `unk_token` or the length limit change, and when it grows past _MAX_CACHED_WORDS.
+        # Splits of out-of-vocab words, per instance, for a `VocabDict` only (it reports its
+        # edits); dropped whenever `vocab` is another object or was edited, `unk_token` or the
+        # length limit change, and when it grows past _MAX_CACHED_WORDS.
         self._split_cache: dict[str, list[str]] = {}
         self._split_cache_vocab: Mapping[str, int] | None = None
         self._split_cache_key: tuple = ()
@@ -401,14 +495,22 @@ class WordpieceTokenizer:
         """Words without whitespace -> the concatenated WordPiece tokens of each word."""
         vocab = self.vocab
         max_chars = self.max_input_chars_per_word
-        key = (len(vocab), self.unk_token, max_chars)
+        output: list[str] = []
+        if not isinstance(vocab, VocabDict):
+            # A mapping that does not report its edits: no cache can be known to be current.
+            for word in words:
+                if word in vocab and len(word) <= max_chars:
+                    output.append(word)
+                else:
+                    output.extend(self._split_word(word))
+            return output
+        key = (vocab.version, self.unk_token, max_chars)
         cache = self._split_cache
         if (vocab is not self._split_cache_vocab or key != self._split_cache_key
                 or len(cache) > _MAX_CACHED_WORDS):
             cache.clear()
             self._split_cache_vocab = vocab
             self._split_cache_key = key
-        output: list[str] = []
         for word in words:
             if word in vocab and len(word) <= max_chars:  # Most words: one lookup.
                 output.append(word)

@@ -39,7 +39,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from bert_tf.tokenization.fast_in_graph import FastPathRouter
-from bert_tf.tokenization.full_tokenizer import load_vocab
+from bert_tf.tokenization.full_tokenizer import load_vocab, vocab_tokens_by_id
 
 __all__ = ["InGraphTokenizer", "MODES"]
 
@@ -114,7 +114,7 @@ class InGraphTokenizer(tf.Module):
       do_lower_case: whether text is lower-cased and accent-stripped.
       mode: "fast" (FastBertTokenizer where it provably agrees, see `fast_in_graph`) or
         "exact" (the step-by-step ops only); both give the same ids.
-      vocab_size: number of tokens (Python int).
+      vocab_size: number of ids, the vocab file's number of lines (Python int).
       pad_id, unk_id, cls_id, sep_id, mask_id: ids of "[PAD]", "[UNK]", "[CLS]", "[SEP]" and
         "[MASK]" (Python ints; None for a token the vocab lacks, except [UNK], which is required).
     """
@@ -146,7 +146,10 @@ class InGraphTokenizer(tf.Module):
         if unk_token not in vocab:
             raise ValueError(f"{vocab_file}: the unknown token {unk_token!r} is not in the vocab; "
                              "expected it on one of the lines")
-        tokens = list(vocab.keys())
+        # Item i is the token with id i. In a regular vocab that is the file's token list; a
+        # token on several lines (which `load_vocab` reports) has the id of its last line, as
+        # in the original, and its earlier ids get placeholders no word piece can match.
+        tokens = vocab_tokens_by_id(vocab)
         self.vocab_file = tf.saved_model.Asset(vocab_file)
         self.do_lower_case = bool(do_lower_case)
         self.mode = mode

@@ -1,5 +1,6 @@
 """FullTokenizer & co against the original release's outputs (../shared fixtures), the original's
-API surface, vocab loading errors, and a fuzz test against a literal per-character rendering of
+API surface, vocab loading (the original's leniency, with a warning; errors), the split cache
+following in-place vocab edits, and a fuzz test against a literal per-character rendering of
 the original's documented algorithm."""
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import collections
 import json
 import random
 import unicodedata
+import warnings
 
 import pytest
 
@@ -117,13 +119,64 @@ def test_wordpiece_tokenizer_standalone():
     assert wordpiece.tokenize(b"want") == ["want"]
     short = WordpieceTokenizer(vocab=vocab, unk_token="<?>", max_input_chars_per_word=4)
     assert short.tokenize("want wanted") == ["want", "<?>"]
-    # The split cache follows changes to the vocab it was given.
+    # The tokenizer follows changes to the vocab it was given.
     assert wordpiece.tokenize("wanter") == ["[UNK]"]
     vocab["##er"] = 10
     assert wordpiece.tokenize("wanter") == ["want", "##er"]
     vocab["wante"] = 11
     vocab["##r"] = 12
     assert wordpiece.tokenize("wanter") == ["wante", "##r"]
+
+
+@pytest.mark.parametrize("kind", ["plain dict", "load_vocab's VocabDict"])
+def test_no_stale_split_after_in_place_vocab_edits(tmp_path, kind):
+    """Edits that keep the vocab's size (the old cache key) or go through every mutating method:
+    each tokenization equals the original's loop (`_literal_wordpiece`, below) on the vocab as it
+    is at that moment."""
+    tokens = ["[UNK]", "[CLS]", "[SEP]", "want", "##want", "##ed", "wa", "un", "runn", "##ing"]
+    if kind == "plain dict":
+        vocab = {t: i for i, t in enumerate(tokens)}
+    else:
+        path = tmp_path / "vocab.txt"
+        path.write_text("".join(t + "\n" for t in tokens), encoding="utf-8")
+        vocab = load_vocab(str(path))
+        assert isinstance(vocab, tokenization.VocabDict)
+        assert isinstance(vocab, collections.OrderedDict)
+    wordpiece = WordpieceTokenizer(vocab=vocab)
+    words = ["unwanted", "wanted", "running", "wanter", "unwant", "runner", "wa"]
+
+    def check():
+        assert wordpiece.tokenize(" ".join(words)) == [
+            p for w in words for p in _literal_wordpiece(w, vocab)], dict(vocab)
+
+    check()
+    vocab["##er"] = vocab.pop("##ed")  # same size: the old cache key did not change
+    check()
+    del vocab["##ing"]
+    vocab["##ning"] = 99
+    check()
+    vocab.update({"##r": 100, "wante": 101})
+    check()
+    vocab.setdefault("##ed", 102)
+    check()
+    vocab.popitem()
+    check()
+    vocab |= {"runne": 103}
+    check()
+    vocab.clear()
+    vocab.update({"[UNK]": 0, "wa": 1, "##nted": 2})
+    check()
+
+
+def test_full_tokenizer_follows_its_edited_vocab(tmp_path):
+    path = tmp_path / "vocab.txt"
+    path.write_text("[UNK]\nhello\n##s\n", encoding="utf-8")
+    tokenizer = FullTokenizer(str(path))
+    assert tokenizer.tokenize("hellos cats") == ["hello", "##s", "[UNK]"]
+    tokenizer.vocab["cat"] = 3
+    assert tokenizer.tokenize("hellos cats") == ["hello", "##s", "cat", "##s"]
+    del tokenizer.vocab["##s"]
+    assert tokenizer.tokenize("hellos cats") == ["[UNK]", "[UNK]"]
 
 
 def test_basic_tokenizer_helpers():
@@ -171,19 +224,60 @@ def test_load_vocab_line_endings(tmp_path):
     assert list(load_vocab(_write(tmp_path, "x\u2028y\nz\n".encode()))) == ["x\u2028y", "z"]
 
 
-@pytest.mark.parametrize("data, message", [
-    (b"a\nb\na\n", r"line 3: token 'a' is a duplicate of line 1"),
-    (b"a\n\nb\n", r"line 2: empty or whitespace-only line"),
-    (b"a\n \t \nb\n", r"line 2: empty or whitespace-only line"),
-    (b"a\nb\n\n", r"line 3: empty or whitespace-only line"),
-    (b"a\nb\xff\n", r"line 2: not valid UTF-8"),
+def _original_load_vocab(path) -> collections.OrderedDict:
+    """The original's loop: readline until "", strip, vocab[token] = line index."""
+    vocab, index = collections.OrderedDict(), 0
+    with open(path, encoding="utf-8", newline="") as reader:
+        text = reader.read()
+    for line in text.split("\n")[:-1] + ([text.split("\n")[-1]] if not text.endswith("\n")
+                                         and text else []):
+        vocab[line.strip()] = index
+        index += 1
+    return vocab
+
+
+@pytest.mark.parametrize("data, lines", [
+    (b"a\nb\na\n", ["line 3 repeats the 'a' token of line 1"]),
+    (b"a\n\nb\n", ["line 2 is blank"]),
+    (b"a\n \t \nb\n", ["line 2 is blank"]),
+    (b"a\nb\n\n", ["line 3 is blank"]),
+    (b"[UNK]\n\nx\n\nx\n", ["line 2 is blank", "line 4 repeats the blank token of line 2",
+                            "line 5 repeats the 'x' token of line 3"]),
 ])
-def test_load_vocab_errors(tmp_path, data, message):
+def test_load_vocab_accepts_what_the_original_accepts_with_a_warning(tmp_path, data, lines):
+    """Blank lines and repeated tokens: the original's dict (ids = line numbers, a repeated
+    token at its first place with its last line's id), one warning naming file and lines."""
     path = _write(tmp_path, data)
-    with pytest.raises(ValueError, match=message) as info:
+    with pytest.warns(UserWarning) as record:
+        vocab = load_vocab(path)
+    assert len(record) == 1
+    message = str(record[0].message)
+    assert message.startswith(path + ": ") and all(line in message for line in lines), message
+    assert list(vocab.items()) == list(_original_load_vocab(path).items())
+    with pytest.warns(UserWarning, match="line"):
+        tokenizer = FullTokenizer(path)
+    assert dict(tokenizer.vocab) == dict(vocab)
+    assert tokenizer.inv_vocab == {v: k for k, v in vocab.items()}
+
+
+def test_load_vocab_regular_file_gives_no_warning(tmp_path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert list(load_vocab(_write(tmp_path, b"a\nb\nc")).items()) == [
+            ("a", 0), ("b", 1), ("c", 2)]
+
+
+def test_load_vocab_lists_at_most_five_lines(tmp_path):
+    with pytest.warns(UserWarning, match=r"of line 2; and 3 more\. Loaded as the original"):
+        load_vocab(_write(tmp_path, b"a" + b"\n" * 9))
+
+
+def test_load_vocab_invalid_utf8(tmp_path):
+    path = _write(tmp_path, b"a\nb\xff\n")
+    with pytest.raises(ValueError, match=r"line 2: not valid UTF-8") as info:
         load_vocab(path)
     assert path in str(info.value)
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ValueError, match="line 2: not valid UTF-8"):
         FullTokenizer(path)
 
 

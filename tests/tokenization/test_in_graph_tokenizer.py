@@ -182,10 +182,33 @@ def test_vocab_errors(tmp_path):
     no_unk.write_text("[PAD]\nhello\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"no_unk.txt: the unknown token '\[UNK\]'"):
         InGraphTokenizer(str(no_unk))
-    duplicate = tmp_path / "dup.txt"
-    duplicate.write_text("[UNK]\nhello\nhello\n", encoding="utf-8")
-    with pytest.raises(ValueError, match="dup.txt, line 3"):
-        InGraphTokenizer(str(duplicate))
+    latin1 = tmp_path / "latin1.txt"
+    latin1.write_bytes(b"[UNK]\ncaf\xe9\n")
+    with pytest.raises(ValueError, match="latin1.txt, line 2: not valid UTF-8"):
+        InGraphTokenizer(str(latin1))
+
+
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+def test_irregular_vocab_gives_the_original_ids(tmp_path, mode):
+    """Blank lines and a repeated token, which the original loads (load_vocab warns): the ids are
+    FullTokenizer's (a repeated token has its last line's id), and ids no token has map to a
+    placeholder no word piece matches."""
+    path = tmp_path / "irregular.txt"
+    path.write_text("[PAD]\nhello\n[UNK]\n\n[CLS]\nworld\n##s\nhello\n \nfoo\n\n",
+                    encoding="utf-8")
+    with pytest.warns(UserWarning, match="irregular.txt: line 4 is blank"):
+        python = FullTokenizer(str(path))
+    with pytest.warns(UserWarning, match="line 8 repeats the 'hello' token of line 2"):
+        tokenizer = InGraphTokenizer(str(path), mode=mode)
+    texts = ["hello worlds foo", "Hello, bar!", "no token has id"]
+    want = [python.convert_tokens_to_ids(python.tokenize(t)) for t in texts]
+    assert want[0] == [7, 5, 6, 9]
+    assert tokenizer.tokenize(texts).to_list() == want
+    assert tokenizer.vocab_size == 11
+    tokens = [t.decode("utf-8") for t in
+              tokenizer.convert_ids_to_tokens(tf.constant([7, 1, 10, 0])).numpy()]
+    assert tokens[0] == "hello" and tokens[2] == "" and tokens[3] == "[PAD]"
+    assert " " in tokens[1]  # id 1 (the first "hello" line) is no token's
 
 
 def test_long_words_and_cased_vocab(original_fixtures):
