@@ -30,7 +30,7 @@ setup(
     package_dir={"bert_tf.official_configs": "official_configs", "bert_tf.tools": "tools"},
     package_data={
         "bert_tf.export": ["c/*.c"],
-        "bert_tf.official_configs": ["*.md", "models/*.json", "tasks/*"],
+        "bert_tf.official_configs": ["*.md", "models/*.json", "gpt/*.json", "tasks/*"],
         "bert_tf.tools": ["*.py"],
     },
     entry_points={"console_scripts": CONSOLE_SCRIPTS},

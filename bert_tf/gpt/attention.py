@@ -12,6 +12,17 @@ from bert_tf.gpt.layers import GptConv1D
 MASKED_SCORE = -1e9
 
 
+def cached_causal_mask_scores(w: tf.Tensor, index: tf.Tensor) -> tf.Tensor:
+    """`causal_mask_scores` for queries at positions index..index+T-1 against the C slots of a
+    KV cache (slot s holds position s): scores w [..., T, C] -> w·b − 1e9·(1 − b), b = 1 where
+    s ≤ the query's position. Slots past the query (stale or not yet written) get exactly zero
+    probability, as later positions do in the original."""
+    t, c = tf.shape(w)[-2], tf.shape(w)[-1]
+    query_pos = tf.cast(index, tf.int32) + tf.range(t)
+    b = tf.cast(tf.range(c)[tf.newaxis, :] <= query_pos[:, tf.newaxis], w.dtype)
+    return w * b + MASKED_SCORE * (1.0 - b)
+
+
 def causal_mask_scores(w: tf.Tensor) -> tf.Tensor:
     """train.py's `mask_attn_weights`: scores w [..., S, S] -> w·b − 1e9·(1 − b), b the lower
     triangle (key ≤ query). There is no padding mask."""
@@ -68,6 +79,32 @@ class GptAttention(keras.layers.Layer):
         a = tf.reshape(a, tf.concat([tf.shape(a)[:-2], [self.config.n_embd]], axis=0))
         a = self.resid_dropout(self.c_proj(a), training=training)
         return (a, probs) if return_probs else a
+
+    def call_cached(self, x: tf.Tensor, cache: tf.Tensor,
+                    index: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """Inference with a key/value cache: the new positions index..index+T-1 attend to the
+        cached ones and to themselves (eval mode: no dropout).
+
+        Args: x float [N, T, n_embd] (the inputs at positions index..index+T-1); cache float
+        [N, 2, n_head, C, head_size] (keys, values; slot s = position s; slots < index hold the
+        earlier positions, later ones are ignored); index int32 [] (the first new position;
+        index + T <= C).
+
+        Returns: (a float [N, T, n_embd], as `call` gives at those positions for the whole
+        prefix; the cache with the new keys and values written at slots index..index+T-1).
+        """
+        q, k, v = tf.split(self.c_attn(x), 3, axis=-1)
+        q = self._split_heads(q)
+        kv = tf.stack([self._split_heads(k), self._split_heads(v)], axis=1)  # [N, 2, H, T, D]
+        zero = tf.zeros([], tf.int32)
+        cache = keras.ops.slice_update(
+            cache, [zero, zero, zero, tf.cast(index, tf.int32), zero], tf.cast(kv, cache.dtype))
+        w = tf.matmul(q, cache[:, 0], transpose_b=True)  # [N, H, T, C]
+        w = w * tf.math.rsqrt(tf.cast(self.config.head_size, x.dtype))
+        probs = tf.nn.softmax(cached_causal_mask_scores(w, index))
+        a = tf.transpose(tf.matmul(probs, cache[:, 1]), [0, 2, 1, 3])  # [N, T, H, D]
+        a = tf.reshape(a, tf.concat([tf.shape(a)[:-2], [self.config.n_embd]], axis=0))
+        return self.c_proj(a), cache
 
     def get_config(self) -> dict:
         return {**super().get_config(), "config": self.config.to_dict()}

@@ -160,6 +160,39 @@ class GptModel(keras.Model):
                 out["clf_h"], out["clf_pool_idx"] = clf_h, pool_idx
         return out
 
+    # ---- inference with a key/value cache (bert_tf.gpt.generation) -------------------------
+    def empty_cache(self, batch_size: Any, cache_length: int,
+                    dtype: tf.DType = tf.float32) -> list[tf.Tensor]:
+        """Zeros for `call_cached`: one float [batch_size, 2, n_head, cache_length, head_size]
+        (keys, values) per block."""
+        c = self.config
+        return [tf.zeros([batch_size, 2, c.n_head, cache_length, c.head_size], dtype)
+                for _ in self.blocks]
+
+    def call_cached(self, token_ids: tf.Tensor, cache: list[tf.Tensor],
+                    index: Any) -> tuple[tf.Tensor, tf.Tensor, list[tf.Tensor]]:
+        """Eval-mode forward of the tokens at positions index..index+T-1, attending to the
+        cached keys and values of the earlier positions: each new token costs one position.
+
+        Args: token_ids int [N, T]; cache: from `empty_cache` or a previous call (one per block;
+        slot s = position s; index + T <= its length <= n_ctx); index int32 [] (position of
+        token_ids[:, 0]; its position id is n_vocab + n_special + index).
+
+        Returns: (hidden float [N, T, n_embd] = `call`'s hidden_states at those positions of the
+        whole prefix; the table `we` [table_rows, n_embd] for the tied LM head; the updated
+        cache).
+        """
+        token_ids = tf.cast(token_ids, tf.int32)
+        index = tf.cast(index, tf.int32)
+        positions = self.config.first_position_id + index + tf.range(tf.shape(token_ids)[-1])
+        h, table = self.embedding(token_ids, tf.broadcast_to(positions, tf.shape(token_ids)),
+                                  training=False)
+        new_cache = []
+        for block, layer_cache in zip(self.blocks, cache):
+            h, layer_cache = block.call_cached(h, layer_cache, index)
+            new_cache.append(layer_cache)
+        return h, table, new_cache
+
     def compute_losses(self, outputs: Mapping[str, tf.Tensor], token_ids: Any, mask: Any,
                        labels: Any = None, lm_coef: float = 0.5) -> dict[str, tf.Tensor]:
         """train.py's losses from `call`'s outputs.
