@@ -38,13 +38,15 @@ def bert_config_from_saved(value: BertConfig | Mapping[str, Any]) -> BertConfig:
     """The `BertConfig` of a saved Keras config (a dict with the original JSON keys).
 
     The unknown-field warning of `BertConfig.from_dict` was given when the config was first read;
-    it is not repeated on every load.
+    it is not repeated on every load. Not strict: a file saved before near misses of a field
+    became an error (`BertConfig.from_dict`) holds the weights its config built, and loads.
     """
     if isinstance(value, BertConfig):
         return value
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        return BertConfig.from_dict(value, source="the Keras config's 'config' entry")
+        return BertConfig.from_dict(value, source="the Keras config's 'config' entry",
+                                    strict=False)
 
 
 def init_kwargs_from_saved(config: Mapping[str, Any]) -> dict[str, Any]:
