@@ -1,7 +1,9 @@
 """The encoder as a reusable SavedModel (TF Hub BERT convention).
 
 The SavedModel is callable as `obj(inputs, training=False)` with a dict of int32 [batch, seq]
-`input_word_ids`, `input_mask`, `input_type_ids` and returns `pooled_output` [batch, H],
+`input_word_ids`, `input_mask`, `input_type_ids` (exactly these keys: TensorFlow refuses a call
+with other keys; `SavedModelEncoderLayer` also maps the original's `input_ids`, `segment_ids`,
+`token_type_ids` onto them and names an unknown key in one line) and returns `pooled_output` [batch, H],
 `sequence_output` [batch, seq, H] and `encoder_outputs` (list of L [batch, seq, H]); it carries
 `variables` / `trainable_variables` for fine-tuning, and a `serving_default` signature with the
 same inputs and outputs (`encoder_outputs` stacked batch-first: [batch, L, seq, H], so that every
@@ -13,7 +15,7 @@ import keras
 import tensorflow as tf
 
 from bert_tf.export.savedmodel_io import write_atomically
-from bert_tf.modeling import BertEncoder
+from bert_tf.modeling import BertEncoder, canonical_inputs
 from bert_tf.training.distribution import tf_variable
 
 
@@ -83,7 +85,8 @@ class SavedModelEncoderLayer(keras.layers.Layer):
     """A Keras 3 layer around an encoder SavedModel, for fine-tuning it inside a Keras model.
 
     `layer(inputs, training=...)` takes the dict of int32 [batch, seq] `input_word_ids`,
-    `input_mask`, `input_type_ids` and returns the SavedModel's dict (`pooled_output` [batch, H],
+    `input_mask`, `input_type_ids` (or the original's `input_ids`, `segment_ids` /
+    `token_type_ids`; any other key is a `ModelInputError`, as for `BertEncoder`) and returns the SavedModel's dict (`pooled_output` [batch, H],
     `sequence_output` [batch, seq, H], `encoder_outputs`: L x [batch, seq, H]); `training` is
     passed through (dropout). The SavedModel's own tf.Variables become the layer's weights (the
     Keras variables wrap them, as `keras.layers.TFSMLayer` does), so optimizers update the
@@ -115,4 +118,7 @@ class SavedModelEncoderLayer(keras.layers.Layer):
         return {**super().get_config(), "export_dir": self.export_dir}
 
     def call(self, inputs, training=False):
-        return self._encoder(dict(inputs), training=bool(training))
+        # The SavedModel's function takes exactly the three TF Hub names: the original's names
+        # are mapped onto them, and a key it would not take is one clear error here.
+        inputs = canonical_inputs(inputs, owner="SavedModelEncoderLayer")
+        return self._encoder(inputs, training=bool(training))

@@ -20,7 +20,9 @@ tensors with stable names:
 
 The id signatures take int32 `input_word_ids`, `input_mask`, `input_type_ids` of shape
 [batch, seq] (multiple choice: [batch, num_choices, seq]), any seq up to the model's
-`max_position_embeddings`.
+`max_position_embeddings`. A signature's input names are fixed when it is saved: a request with
+another name (the original's `segment_ids`, a typo) is refused by TensorFlow / TF Serving, never
+dropped; in Python, each module's `_run` checks its dict as the models do.
 
 The classifier and multiple-choice signatures (one output row per example) run the model on the
 request cut to its longest example, rounded up to a multiple of 8
@@ -39,7 +41,7 @@ from bert_tf.export.preprocessor import INPUT_KEYS, BertPreprocessor, ensure_inp
 from bert_tf.export.serving_module import (ModelServingModule, concrete_signature,
                                            text_specs)
 from bert_tf.modeling import (BertClassifier, BertMultipleChoice, BertSpanLabeler,
-                              BertTokenClassifier)
+                              BertTokenClassifier, canonical_inputs)
 from bert_tf.training.length_batching import DEFAULT_LENGTH_MULTIPLE, trim_padding
 
 TASK_TYPES = ("classifier", "squad", "ner", "multiple_choice")
@@ -59,7 +61,10 @@ class TaskServingModule(ModelServingModule):
     def _run(self, inputs: dict[str, tf.Tensor], cut_padding: bool = False
              ) -> dict[str, tf.Tensor]:
         """The model (training=False) on int32 inputs [B, ..., S]; `cut_padding`: on the batch
-        cut to its longest example (outputs without a sequence axis only)."""
+        cut to its longest example (outputs without a sequence axis only). `inputs` is checked
+        as the models check theirs (`modeling.canonical_inputs`: the original's key names are
+        accepted, an unknown key is a `ModelInputError`)."""
+        inputs = canonical_inputs(inputs, owner=type(self).__name__)
         inputs = {k: ensure_input_shape(tf.cast(inputs[k], tf.int32),
                                         [None] * inputs[k].shape.rank) for k in INPUT_KEYS}
         if cut_padding:

@@ -10,20 +10,21 @@ from bert_tf.modeling.activations import gelu, gelu_exact, gelu_xla, get_activat
 from bert_tf.modeling.attention import BertSelfAttention, attention_mask_adder
 from bert_tf.modeling.config import BertConfig, ConfigError
 from bert_tf.modeling.embeddings import BertEmbeddings
-from bert_tf.modeling.encoder import BertEncoder, canonical_inputs
+from bert_tf.modeling.encoder import BertEncoder, ModelInputError, canonical_inputs
 from bert_tf.modeling.heads import (ClassificationHead, MaskedLMHead, MultipleChoiceHead,
                                     NextSentenceHead, SpanHead, TokenClassificationHead,
                                     gather_indexes)
 from bert_tf.modeling.losses import masked_lm_loss, next_sentence_loss
-from bert_tf.modeling.models import (BertClassifier, BertMultipleChoice, BertPretrainer,
-                                     BertSpanLabeler, BertTokenClassifier)
+from bert_tf.modeling.models import (PRETRAINING_LABEL_KEYS, BertClassifier, BertMultipleChoice,
+                                     BertPretrainer, BertSpanLabeler, BertTokenClassifier)
 from bert_tf.modeling.transformer import BertTransformerBlock
 
 __all__ = [
     "BertClassifier", "BertConfig", "BertEmbeddings", "BertEncoder", "BertMultipleChoice",
     "BertPretrainer", "BertSelfAttention", "BertSpanLabeler", "BertTokenClassifier",
     "BertTransformerBlock", "ClassificationHead", "ConfigError", "MaskedLMHead",
-    "MultipleChoiceHead", "NextSentenceHead", "SpanHead", "TokenClassificationHead",
+    "ModelInputError", "MultipleChoiceHead", "NextSentenceHead", "PRETRAINING_LABEL_KEYS",
+    "SpanHead", "TokenClassificationHead",
     "attention_mask_adder", "canonical_inputs", "gather_indexes", "gelu", "gelu_exact", "gelu_xla",
     "get_activation", "masked_lm_loss", "next_sentence_loss",
 ]

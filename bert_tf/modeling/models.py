@@ -7,6 +7,13 @@ under a mixed-precision policy too), so that `compile(loss=..., metrics=...)` pa
 labels as Keras does for any model (a plain label array for a one-output model, or a dict keyed by
 output name). Every model round-trips
 through `.keras` (`model.save`, `keras.models.load_model`); see `serialization`.
+
+Input dicts take the encoder's keys (`input_word_ids`, `input_mask`, `input_type_ids`, or the
+original's `input_ids`, `segment_ids` / `token_type_ids`); `BertPretrainer` also
+`masked_lm_positions` and, unread, the labels of a pretraining batch (`PRETRAINING_LABEL_KEYS`).
+Any other key is one `ModelInputError` naming the accepted ones (`encoder.canonical_inputs`): a
+typo is never dropped silently. Fine-tuning loops pass only the model's inputs
+(`training.finetuning` selects `input_keys` from each batch).
 """
 from __future__ import annotations
 
@@ -16,7 +23,7 @@ import keras
 import tensorflow as tf
 
 from bert_tf.modeling.config import BertConfig
-from bert_tf.modeling.encoder import BertEncoder, canonical_inputs
+from bert_tf.modeling.encoder import BertEncoder, CheckedInputs, canonical_inputs
 from bert_tf.modeling.heads import (ClassificationHead, MaskedLMHead, MultipleChoiceHead,
                                     NextSentenceHead, SpanHead, TokenClassificationHead)
 from bert_tf.modeling.serialization import DummyBatchBuilt, init_kwargs_from_saved, register
@@ -29,16 +36,23 @@ def _float32(logits: tf.Tensor) -> tf.Tensor:
     return tf.cast(logits, tf.float32)
 
 
+# The labels a pretraining batch holds beside the model inputs (the original's feature names): the
+# pretraining loop passes whole batches, its loss reads these.
+PRETRAINING_LABEL_KEYS = ("masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
+
+
 def _dummy_inputs(seq_len: int = 2, batch: int = 1) -> dict[str, tf.Tensor]:
     ids = tf.zeros([batch, seq_len], tf.int32)
     return {"input_word_ids": ids, "input_mask": ids + 1, "input_type_ids": ids}
 
 
 @register
-class BertPretrainer(DummyBatchBuilt, keras.Model):
+class BertPretrainer(CheckedInputs, DummyBatchBuilt, keras.Model):
     """Encoder + masked-LM head + next-sentence head (`bert/*` and `cls/*` in the original).
 
-    Inputs: the encoder inputs plus `masked_lm_positions` int [batch, P].
+    Inputs: the encoder inputs plus `masked_lm_positions` int [batch, P]; the labels
+    `masked_lm_ids`, `masked_lm_weights`, `next_sentence_labels` may be in the dict too (the
+    pretraining loop passes whole batches) and are not read. Any other key is an error.
     Outputs: `masked_lm_logits` [batch, P, vocab], `next_sentence_logits` [batch, 2], and the
     encoder's outputs (`sequence_output`, `pooled_output`, ...).
 
@@ -50,6 +64,9 @@ class BertPretrainer(DummyBatchBuilt, keras.Model):
     default) computes every position, as the original does. `xla_gelu_in_training` is passed
     to a new encoder (see `BertEncoder`).
     """
+
+    input_extra_keys = input_required_keys = ("masked_lm_positions",)
+    input_ignored_keys = PRETRAINING_LABEL_KEYS
 
     def __init__(self, config: BertConfig, encoder: BertEncoder | None = None,
                  last_layer_at_predictions_only: bool = False,
@@ -85,9 +102,11 @@ class BertPretrainer(DummyBatchBuilt, keras.Model):
              return_attention_probs: bool = False) -> dict:
         if self.masked_lm.embedding_table is None:
             self.masked_lm.embedding_table = self.encoder.word_embeddings
+        encoder_inputs = canonical_inputs(inputs, self.input_extra_keys,
+                                          self.input_ignored_keys, owner=type(self).__name__)
         positions = inputs["masked_lm_positions"]
         pruned = self.last_layer_at_predictions_only
-        outputs = dict(self.encoder(canonical_inputs(inputs), training=training,
+        outputs = dict(self.encoder(encoder_inputs, training=training,
                                     return_attention_probs=return_attention_probs,
                                     output_positions=positions if pruned else None))
         outputs["masked_lm_logits"] = (
@@ -105,7 +124,7 @@ class BertPretrainer(DummyBatchBuilt, keras.Model):
 
 
 @register
-class BertClassifier(DummyBatchBuilt, keras.Model):
+class BertClassifier(CheckedInputs, DummyBatchBuilt, keras.Model):
     """Sentence(-pair) classification or regression (GLUE): outputs `logits` [batch, num_labels].
 
     (The [CLS] vector it classifies is `model.encoder(inputs)["pooled_output"]`.)
@@ -130,7 +149,8 @@ class BertClassifier(DummyBatchBuilt, keras.Model):
         return cls(**init_kwargs_from_saved(config))
 
     def call(self, inputs: Mapping[str, tf.Tensor], training: bool | None = None) -> dict:
-        outputs = self.encoder(canonical_inputs(inputs), training=training)
+        inputs = canonical_inputs(inputs, owner=type(self).__name__)
+        outputs = self.encoder(inputs, training=training)
         return {"logits": _float32(self.classifier(outputs["pooled_output"], training=training))}
 
     def build_from_config_shapes(self, seq_len: int = 2) -> "BertClassifier":
@@ -139,7 +159,7 @@ class BertClassifier(DummyBatchBuilt, keras.Model):
 
 
 @register
-class BertSpanLabeler(DummyBatchBuilt, keras.Model):
+class BertSpanLabeler(CheckedInputs, DummyBatchBuilt, keras.Model):
     """SQuAD: outputs `start_logits` and `end_logits`, each [batch, seq_len]."""
 
     def __init__(self, config: BertConfig, encoder: BertEncoder | None = None, **kwargs):
@@ -158,7 +178,8 @@ class BertSpanLabeler(DummyBatchBuilt, keras.Model):
         return cls(**init_kwargs_from_saved(config))
 
     def call(self, inputs: Mapping[str, tf.Tensor], training: bool | None = None) -> dict:
-        outputs = self.encoder(canonical_inputs(inputs), training=training)
+        inputs = canonical_inputs(inputs, owner=type(self).__name__)
+        outputs = self.encoder(inputs, training=training)
         start, end = self.span(outputs["sequence_output"])
         return {"start_logits": _float32(start), "end_logits": _float32(end)}
 
@@ -168,7 +189,7 @@ class BertSpanLabeler(DummyBatchBuilt, keras.Model):
 
 
 @register
-class BertTokenClassifier(DummyBatchBuilt, keras.Model):
+class BertTokenClassifier(CheckedInputs, DummyBatchBuilt, keras.Model):
     """Token labelling (CoNLL-2003 NER): outputs `logits` [batch, seq_len, num_labels]."""
 
     def __init__(self, config: BertConfig, num_labels: int, encoder: BertEncoder | None = None,
@@ -190,7 +211,8 @@ class BertTokenClassifier(DummyBatchBuilt, keras.Model):
         return cls(**init_kwargs_from_saved(config))
 
     def call(self, inputs: Mapping[str, tf.Tensor], training: bool | None = None) -> dict:
-        outputs = self.encoder(canonical_inputs(inputs), training=training)
+        inputs = canonical_inputs(inputs, owner=type(self).__name__)
+        outputs = self.encoder(inputs, training=training)
         return {"logits": _float32(self.token_classifier(outputs["sequence_output"],
                                                          training=training))}
 
@@ -200,7 +222,7 @@ class BertTokenClassifier(DummyBatchBuilt, keras.Model):
 
 
 @register
-class BertMultipleChoice(DummyBatchBuilt, keras.Model):
+class BertMultipleChoice(CheckedInputs, DummyBatchBuilt, keras.Model):
     """SWAG-style multiple choice.
 
     Inputs: encoder inputs of shape [batch, num_choices, seq_len]. Outputs `logits` [batch, num_choices].
@@ -225,7 +247,8 @@ class BertMultipleChoice(DummyBatchBuilt, keras.Model):
         return cls(**init_kwargs_from_saved(config))
 
     def call(self, inputs: Mapping[str, tf.Tensor], training: bool | None = None) -> dict:
-        flat = {k: tf.reshape(v, [-1, tf.shape(v)[-1]]) for k, v in canonical_inputs(inputs).items()}
+        inputs = canonical_inputs(inputs, owner=type(self).__name__)
+        flat = {k: tf.reshape(v, [-1, tf.shape(v)[-1]]) for k, v in inputs.items()}
         outputs = self.encoder(flat, training=training)
         return {"logits": _float32(self.multiple_choice(outputs["pooled_output"],
                                                         training=training))}
