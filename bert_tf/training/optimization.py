@@ -84,11 +84,20 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
 class AdamWeightDecay(keras.optimizers.Optimizer):
     """The original `AdamWeightDecayOptimizer` (no bias correction, decoupled weight decay).
 
+    Defaults: BERT's recipe, not the original class's. The original's `AdamWeightDecayOptimizer`
+    defaults to `weight_decay_rate=0.0` and no exclusions, and every BERT script sets 0.01 and
+    the LayerNorm/bias exclusions through `create_optimizer`; here those are the defaults, so
+    that `AdamWeightDecay(learning_rate=...)` trains BERT as the scripts do. The original's
+    defaults: `AdamWeightDecay(lr, weight_decay_rate=0.0, exclude_from_weight_decay=())`, or
+    `bert_tf.original.optimization.AdamWeightDecayOptimizer` (the original's name, its defaults;
+    docs/switching.md). Updates Keras variables and plain `tf.Variable`s.
+
     Args:
       learning_rate: float or schedule (called with the pre-update iteration count).
-      weight_decay_rate: decay coefficient (0.01 in BERT).
+      weight_decay_rate: decay coefficient (0.01 in BERT; the original class's default is 0.0).
       beta_1, beta_2, epsilon: Adam constants (0.9, 0.999, 1e-6 in BERT).
-      exclude_from_weight_decay: regexes searched in a variable's name; matches are not decayed.
+      exclude_from_weight_decay: regexes searched in a variable's name; matches are not decayed
+        (BERT's "LayerNorm", "layer_norm", "bias"; the original class's default: none).
       variable_names: optional {id(variable) or variable.path: name} used for the decay decision
         and slot names (e.g. the original TF1 names from `checkpoints.variable_map`); defaults to
         each variable's Keras path.
@@ -116,8 +125,16 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         self.fused = fused
 
     def variable_name(self, variable) -> str:
-        """The name used for the decay rule: the given original name, else the Keras path."""
-        return self._names.get(variable.path, variable.path)
+        """The name used for the decay rule: the name given in `variable_names` (by id or
+        path), else the Keras variable's path, or a plain `tf.Variable`'s name without its ":0"
+        (`tf.Variable`s have no `.path`; Keras' own optimizers accept them too)."""
+        path = getattr(variable, "path", None)
+        if path is None:
+            path = re.sub(r":\d+$", "", variable.name)
+        for key in (id(variable), path):
+            if key in self._names:
+                return self._names[key]
+        return path
 
     def uses_weight_decay(self, variable) -> bool:
         if not self.weight_decay_rate:

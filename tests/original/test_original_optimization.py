@@ -135,6 +135,69 @@ def test_graph_mode_is_required():
         optimization.AdamWeightDecayOptimizer(0.1).apply_gradients([(tf.constant([1.0]), v)])
 
 
+# ---- bert_tf's Keras AdamWeightDecay: plain tf.Variables, and its (documented) defaults --------
+
+def _keras_toy_trajectory(optimizer, steps=100, name="w"):
+    """The original test's problem, eagerly, on a plain `tf.Variable` (no Keras `.path`)."""
+    w = tf.Variable(W0, name=name)
+    x = tf.constant(X)
+    trajectory = []
+    for _ in range(steps):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(x - w))
+        optimizer.apply_gradients([(tape.gradient(loss, w), w)])
+        trajectory.append(w.numpy())
+    return np.array(trajectory)
+
+
+def _rule_trajectory(steps=100, **kwargs):
+    p, m, v = np.array(W0, np.float64), np.zeros(3), np.zeros(3)
+    out = []
+    for _ in range(steps):
+        p, m, v = adam_weight_decay_step(p, 2.0 / 3.0 * (p - np.array(X)), m, v, lr=0.2, **kwargs)
+        out.append(p)
+    return np.array(out)
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_keras_adam_weight_decay_on_a_plain_tf_variable(fused):
+    """Before: `'ResourceVariable' object has no attribute 'path'`. With the original class's
+    defaults (no decay) and the op-by-op update it follows the original's rule as
+    `AdamWeightDecayOptimizer` does (1e-6 over the 100 steps); the fused kernel (the default)
+    rounds differently (1e-5 apart on this problem's first steps, whose updates are ~3x the
+    learning rate) and converges as the original test asserts."""
+    from bert_tf.training import AdamWeightDecay
+
+    got = _keras_toy_trajectory(AdamWeightDecay(0.2, weight_decay_rate=0.0,
+                                                exclude_from_weight_decay=(), fused=fused))
+    if not fused:
+        np.testing.assert_allclose(got, _rule_trajectory(), atol=1e-6, rtol=0)
+    np.testing.assert_allclose(got[-1], X, atol=1e-2)
+
+
+def test_keras_adam_weight_decay_defaults_are_berts_recipe():
+    """bert_tf's AdamWeightDecay keeps BERT's 0.01 and the LayerNorm/bias exclusions as defaults
+    (what every script's create_optimizer sets; docs/switching.md): on the toy problem that is the
+    rule with decay 0.01 (1.6e-4 from the original class's no-decay default after 100 steps), and
+    a variable named .../bias is not decayed."""
+    from bert_tf.training import AdamWeightDecay
+
+    default = AdamWeightDecay(0.2, fused=False)
+    assert default.weight_decay_rate == 0.01
+    assert default.exclude_from_weight_decay == ("LayerNorm", "layer_norm", "bias")
+    got = _keras_toy_trajectory(default, name="w")
+    np.testing.assert_allclose(got, _rule_trajectory(weight_decay_rate=0.01), atol=1e-6, rtol=0)
+    assert 1e-4 < np.abs(got[-1] - _rule_trajectory()[-1]).max() < 3e-4
+    excluded = _keras_toy_trajectory(AdamWeightDecay(0.2, fused=False), name="dense/bias")
+    np.testing.assert_allclose(excluded, _rule_trajectory(), atol=1e-6, rtol=0)
+    # variable_names (by id or path) decide the name used for the exclusions
+    v = tf.Variable([1.0], name="x")
+    named = AdamWeightDecay(0.2, variable_names={id(v): "bert/embeddings/LayerNorm/gamma"})
+    assert named.variable_name(v) == "bert/embeddings/LayerNorm/gamma"
+    assert not named.uses_weight_decay(v)
+    assert AdamWeightDecay(0.2).variable_name(v) == "x"
+
+
 # ---- the original release's 5 pretraining steps -----------------------------------------------
 
 def _pretraining_loss(config, batch):
