@@ -123,3 +123,23 @@ def test_tokenization_is_bert_tfs_tokenizer():
     assert set(tokenization.__all__) <= set(bert_tf_tokenization.__all__)
     for name in ("_is_whitespace", "_is_control", "_is_punctuation"):
         assert getattr(tokenization, name) is getattr(bert_tf_tokenization, name)
+
+
+def test_switching_page_lists_every_public_name():
+    """docs/switching.md's table names every public name of the three modules, module level and
+    methods (same / alias / not provided and why)."""
+    import pathlib
+    import re
+
+    page = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "switching.md").read_text()
+    start = page.index("## The original's Python modules: `bert_tf.original`")
+    table = re.sub(r"```.*?```", "", page[start:page.index("\n## ", start + 1)], flags=re.S)
+    quoted = " ".join(re.findall(r"`([^`]+)`", table))
+    names = [*MODELING, *OPTIMIZATION, *TOKENIZATION]
+    names += [m for methods in MODELING_METHODS.values() for m in methods]
+    names += ["apply_gradients", "_do_use_weight_decay", "_get_variable_name",
+              "tokenize", "convert_tokens_to_ids", "convert_ids_to_tokens",
+              "_run_strip_accents", "_run_split_on_punc", "_tokenize_chinese_chars",
+              "_is_chinese_char", "_clean_text"]
+    missing = [n for n in names if not re.search(rf"(?<![\w]){re.escape(n)}(?![\w])", quoted)]
+    assert not missing, missing
