@@ -89,6 +89,12 @@ ROWS = [
     ("rp_config_heads_do_not_divide_hidden", "run_pretraining",
      _with(RP, "--bert_config_file={i}/config_3_heads.json"),
      ["config_3_heads.json", "num_attention_heads"]),
+    # A near miss of a field name (issue 31): before, a warning, then 12 layers were built and
+    # the checkpoint was blamed; now the config's error comes first.
+    ("rp_config_field_typo", "run_pretraining",
+     _with(RP, "--bert_config_file={i}/config_typo.json", "--init_checkpoint={ckpt}"),
+     ["config_typo.json", "unknown field 'num_hidden_layer'",
+      "did you mean 'num_hidden_layers'?"]),
     ("rp_input_matches_nothing", "run_pretraining",
      _with(RP, "--input_file={w}/*.tfrecord"), ["--input_file", "*.tfrecord"]),
     ("rp_records_of_other_max_seq_length", "run_pretraining",
@@ -126,6 +132,12 @@ ROWS = [
      ["max_position_embeddings"]),
     ("rc_neither_train_eval_predict", "run_classifier", _with(RC, "--do_train=False"),
      ["do_train"]),
+    # A typo of a field whose default looks harmless (issue 31): before, only a warning, and
+    # training ran with initializer_range 0.02 instead of the file's value.
+    ("rc_config_harmless_field_typo", "run_classifier",
+     _with(RC, "--bert_config_file={i}/config_harmless_typo.json"),
+     ["config_harmless_typo.json", "unknown field 'initializer_rnage'",
+      "did you mean 'initializer_range'?"]),
     # run_squad
     ("squad_train_file_missing", "run_squad", _with(SQUAD, "--train_file={w}/train.json"),
      ["train.json"]),
@@ -185,6 +197,11 @@ def bad_inputs(original_fixtures, shared_data, tmp_path_factory) -> dict:
     del no_vocab_size["vocab_size"]  # the original has no default for it (hidden_size has)
     (i / "config_no_vocab_size.json").write_text(json.dumps(no_vocab_size))
     (i / "config_3_heads.json").write_text(json.dumps(dict(config, num_attention_heads=3)))
+    typo = {("num_hidden_layer" if k == "num_hidden_layers" else k): v for k, v in config.items()}
+    (i / "config_typo.json").write_text(json.dumps(typo))
+    harmless = {k: v for k, v in config.items() if k != "initializer_range"}
+    (i / "config_harmless_typo.json").write_text(json.dumps(dict(harmless,
+                                                                 initializer_rnage=0.05)))
     (i / "bad_json.json").write_text('{"hidden_size": 128,')
     vocab = (fx / "vocab_uncased.txt").read_text(encoding="utf-8").splitlines()
     (i / "vocab_no_mask.txt").write_text("\n".join(t for t in vocab if t != "[MASK]") + "\n")
@@ -268,6 +285,119 @@ def test_bad_input(row, results):
     for fragment in fragments:
         assert fragment.format(**values) in errors[0], (fragment, errors[0])
     assert left == [], f"{tool} left files in its working folder: {left}"
+
+
+# ---- the Python API's silent-wrong cases (issue 31; docs/reliability.md, second table) -------
+# Library calls, not tools: each row runs in this process and checks what happens now.
+
+
+def _silent_encoder_token_type_ids():
+    import numpy as np
+    import tensorflow as tf
+
+    from bert_tf.modeling import BertConfig, BertEncoder
+
+    encoder = BertEncoder(BertConfig(vocab_size=20, hidden_size=8, num_hidden_layers=1,
+                                     num_attention_heads=2, intermediate_size=16,
+                                     type_vocab_size=2)).build_from_config_shapes()
+    ids, types = tf.constant([[1, 2, 3, 4]]), tf.constant([[0, 0, 1, 1]])
+    hub = encoder({"input_word_ids": ids, "input_type_ids": types})["pooled_output"]
+    original = encoder({"input_ids": ids, "token_type_ids": types})["pooled_output"]
+    zeros = encoder({"input_ids": ids})["pooled_output"]
+    np.testing.assert_array_equal(original, hub)
+    assert np.abs(np.asarray(zeros) - np.asarray(hub)).max() > 0
+
+
+def _silent_unknown_input_key():
+    import tensorflow as tf
+
+    from bert_tf.modeling import BertClassifier, BertConfig, ModelInputError
+
+    model = BertClassifier(BertConfig(vocab_size=20, hidden_size=8, num_hidden_layers=1,
+                                      num_attention_heads=2, intermediate_size=16), 2)
+    model.build_from_config_shapes()
+    ids = tf.constant([[1, 2, 3]])
+    with pytest.raises(ModelInputError) as e:
+        model({"input_ids": ids, "segmnet_ids": ids})
+    assert "\n" not in str(e.value)
+    assert "unknown key 'segmnet_ids' (did you mean 'segment_ids'?)" in str(e.value)
+    assert "accepted keys: input_word_ids, input_mask, input_type_ids" in str(e.value)
+
+
+def _silent_config_typo():
+    from bert_tf.modeling import BertConfig, ConfigError
+
+    with pytest.raises(ConfigError, match=r"c.json: unknown field 'num_hidden_layer' — did you "
+                                          r"mean 'num_hidden_layers'\?"):
+        BertConfig.from_dict({"vocab_size": 10, "num_hidden_layer": 2}, source="c.json")
+    with pytest.warns(UserWarning, match="my_note"):  # not a near miss: kept, as before
+        assert BertConfig.from_dict({"vocab_size": 10, "my_note": 1}).extra_fields == {
+            "my_note": 1}
+
+
+def _silent_adam_weight_decay():
+    import tensorflow as tf
+
+    from bert_tf.original import optimization
+    from bert_tf.training import AdamWeightDecay
+
+    original = optimization.AdamWeightDecayOptimizer(0.2)
+    assert original.weight_decay_rate == 0.0 and original.exclude_from_weight_decay is None
+    w = tf.Variable([0.1, -0.2], name="w")
+    AdamWeightDecay(0.2).apply_gradients([(tf.constant([1.0, 1.0]), w)])  # no `.path` crash
+    assert float(w[0]) < 0.1
+
+
+def _silent_wordpiece_cache(tmp_path):
+    from bert_tf.tokenization import FullTokenizer
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("[UNK]\nwant\n##ed\n", encoding="utf-8")
+    tokenizer = FullTokenizer(str(vocab))
+    assert tokenizer.tokenize("wanter") == ["[UNK]"]
+    tokenizer.vocab["##er"] = tokenizer.vocab.pop("##ed")  # same size
+    assert tokenizer.tokenize("wanter") == ["want", "##er"]
+
+
+def _silent_vocab_blank_line(tmp_path):
+    from bert_tf.tokenization import load_vocab
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("[UNK]\n\nhello\nhello\n", encoding="utf-8")
+    with pytest.warns(UserWarning, match=r"vocab.txt: line 2 is blank; line 4 repeats the "
+                                         r"'hello' token of line 3"):
+        assert dict(load_vocab(str(vocab))) == {"[UNK]": 0, "": 1, "hello": 3}
+
+
+def _silent_test_results_float32(tmp_path):
+    import numpy as np
+
+    from bert_tf.tasks import classifier, glue
+
+    split = glue.EvalSplit("test", [glue.InputExample("t-0", "a", "b", None, "0")], None)
+    logits = np.array([[0.0, np.log(0.6110786341881865 / 0.38892136581181347)]])
+    classifier.write_test_outputs(str(tmp_path), glue.get_processor("mrpc"), split, logits, None)
+    assert (tmp_path / "test_results.tsv").read_text() == "0.38892138\t0.6110786\n"
+
+
+SILENT_ROWS = [
+    ("encoder_token_type_ids", _silent_encoder_token_type_ids),
+    ("unknown_input_key", _silent_unknown_input_key),
+    ("config_field_typo", _silent_config_typo),
+    ("adam_weight_decay_defaults_and_tf_variable", _silent_adam_weight_decay),
+    ("wordpiece_in_place_vocab_edit", _silent_wordpiece_cache),
+    ("vocab_blank_line_and_repeated_token", _silent_vocab_blank_line),
+    ("test_results_float32", _silent_test_results_float32),
+]
+
+
+@pytest.mark.parametrize("row", SILENT_ROWS, ids=[r[0] for r in SILENT_ROWS])
+def test_silent_wrong_case(row, tmp_path):
+    _, check = row
+    if "tmp_path" in check.__code__.co_varnames[:check.__code__.co_argcount]:
+        check(tmp_path)
+    else:
+        check()
 
 
 def test_no_row_touched_the_prepared_inputs(results):
