@@ -80,14 +80,14 @@ class GptAttention(keras.layers.Layer):
         a = self.resid_dropout(self.c_proj(a), training=training)
         return (a, probs) if return_probs else a
 
-    def call_cached(self, x: tf.Tensor, cache: tf.Tensor,
-                    index: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    def call_cached(self, x: tf.Tensor, cache: tuple[tf.Tensor, tf.Tensor],
+                    index: tf.Tensor) -> tuple[tf.Tensor, tuple[tf.Tensor, tf.Tensor]]:
         """Inference with a key/value cache: the new positions index..index+T-1 attend to the
         cached ones and to themselves (eval mode: no dropout).
 
-        Args: x float [N, T, n_embd] (the inputs at positions index..index+T-1); cache float
-        [N, 2, n_head, C, head_size] (keys, values; slot s = position s; slots < index hold the
-        earlier positions, later ones are ignored); index int32 [] (the first new position;
+        Args: x float [N, T, n_embd] (the inputs at positions index..index+T-1); cache (keys,
+        values), each float [N, n_head, C, head_size] (slot s = position s; slots < index hold
+        the earlier positions, later ones are ignored); index int32 [] (the first new position;
         index + T <= C).
 
         Returns: (a float [N, T, n_embd], as `call` gives at those positions for the whole
@@ -95,16 +95,18 @@ class GptAttention(keras.layers.Layer):
         """
         q, k, v = tf.split(self.c_attn(x), 3, axis=-1)
         q = self._split_heads(q)
-        kv = tf.stack([self._split_heads(k), self._split_heads(v)], axis=1)  # [N, 2, H, T, D]
         zero = tf.zeros([], tf.int32)
-        cache = keras.ops.slice_update(
-            cache, [zero, zero, zero, tf.cast(index, tf.int32), zero], tf.cast(kv, cache.dtype))
-        w = tf.matmul(q, cache[:, 0], transpose_b=True)  # [N, H, T, C]
+        start = [zero, zero, tf.cast(index, tf.int32), zero]
+        keys, values = cache
+        keys = keras.ops.slice_update(keys, start, tf.cast(self._split_heads(k), keys.dtype))
+        values = keras.ops.slice_update(values, start,
+                                        tf.cast(self._split_heads(v), values.dtype))
+        w = tf.matmul(q, keys, transpose_b=True)  # [N, H, T, C]
         w = w * tf.math.rsqrt(tf.cast(self.config.head_size, x.dtype))
         probs = tf.nn.softmax(cached_causal_mask_scores(w, index))
-        a = tf.transpose(tf.matmul(probs, cache[:, 1]), [0, 2, 1, 3])  # [N, T, H, D]
+        a = tf.transpose(tf.matmul(probs, values), [0, 2, 1, 3])  # [N, T, H, D]
         a = tf.reshape(a, tf.concat([tf.shape(a)[:-2], [self.config.n_embd]], axis=0))
-        return self.c_proj(a), cache
+        return self.c_proj(a), (keys, values)
 
     def get_config(self) -> dict:
         return {**super().get_config(), "config": self.config.to_dict()}

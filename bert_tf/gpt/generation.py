@@ -432,7 +432,7 @@ class GptGenerator:
             # every example's W beams start as copies of its prompt; only beam 0 is live (the
             # others' -inf scores keep them out of the first expansion)
             h_prev = tf.repeat(h_prev, width, axis=0)
-            cache = [tf.repeat(c, width, axis=0) for c in cache]
+            cache = [tuple(tf.repeat(c, width, axis=0) for c in kv) for kv in cache]
             ids = tf.repeat(tf.pad(prompt_ids, [[0, 0], [0, cache_len - prompt_len]]), width,
                             axis=0)
             scores = tf.tile(tf.concat([[0.0], tf.fill([width - 1], neg_inf)], 0)[tf.newaxis],
@@ -461,7 +461,7 @@ class GptGenerator:
                 new_scores = tf.where(expanding[:, tf.newaxis], best, scores)
                 gather_rows = tf.reshape(base + parent, [-1])
                 ids = tf.gather(ids, gather_rows)
-                cache = [tf.gather(c, gather_rows) for c in cache]
+                cache = [tuple(tf.gather(c, gather_rows) for c in kv) for kv in cache]
                 was_finished = tf.gather(finished, parent, batch_dims=1)
                 prev_lengths = tf.gather(gen_lengths, parent, batch_dims=1)
                 prompt_token = tf.reshape(ids[:, t], [batch, width])

@@ -162,15 +162,15 @@ class GptModel(keras.Model):
 
     # ---- inference with a key/value cache (bert_tf.gpt.generation) -------------------------
     def empty_cache(self, batch_size: Any, cache_length: int,
-                    dtype: tf.DType = tf.float32) -> list[tf.Tensor]:
-        """Zeros for `call_cached`: one float [batch_size, 2, n_head, cache_length, head_size]
-        (keys, values) per block."""
+                    dtype: tf.DType = tf.float32) -> list[tuple[tf.Tensor, tf.Tensor]]:
+        """Zeros for `call_cached`: per block (keys, values), each float
+        [batch_size, n_head, cache_length, head_size]."""
         c = self.config
-        return [tf.zeros([batch_size, 2, c.n_head, cache_length, c.head_size], dtype)
-                for _ in self.blocks]
+        shape = [batch_size, c.n_head, cache_length, c.head_size]
+        return [(tf.zeros(shape, dtype), tf.zeros(shape, dtype)) for _ in self.blocks]
 
-    def call_cached(self, token_ids: tf.Tensor, cache: list[tf.Tensor],
-                    index: Any) -> tuple[tf.Tensor, tf.Tensor, list[tf.Tensor]]:
+    def call_cached(self, token_ids: tf.Tensor, cache: list[tuple[tf.Tensor, tf.Tensor]],
+                    index: Any) -> tuple[tf.Tensor, tf.Tensor, list]:
         """Eval-mode forward of the tokens at positions index..index+T-1, attending to the
         cached keys and values of the earlier positions: each new token costs one position.
 
