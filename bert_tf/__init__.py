@@ -29,6 +29,8 @@ Top-level names (imported on first use, so `import bert_tf` does not import Tens
   from_pretrained    a model and its tokenizer from Google's release folder, a Hugging Face
                      folder, a bert_tf `.keras` file or encoder SavedModel, or a preset name.
   list_presets       the preset names (the published configs of official_configs/models/).
+  GptCausalLM        GPT-1 as a language model: from_pretrained (OpenAI's released folder, the
+                     preset "openai-gpt"), generate (greedy, sampling, beam; KV cache), score.
 """
 
 __version__ = "0.1.0"
@@ -37,10 +39,11 @@ from bert_tf import moved_modules as _moved_modules  # old module paths still im
 
 _moved_modules.install()
 
-__all__ = ["from_pretrained", "list_presets"]
+__all__ = ["from_pretrained", "list_presets", "GptCausalLM"]
 
 _LAZY = {"from_pretrained": ("bert_tf.pretrained", "from_pretrained"),
-         "list_presets": ("bert_tf.presets", "list_presets")}
+         "list_presets": ("bert_tf.presets", "list_presets"),
+         "GptCausalLM": ("bert_tf.tasks.gpt_causal_lm", "GptCausalLM")}
 
 
 def __getattr__(name: str):
