@@ -112,6 +112,15 @@ def test_beam_scores_are_sums_of_the_generated_log_probabilities(lm):
         logp = logits - top - np.log(np.exp(logits - top).sum(1, keepdims=True))
         total = sum(logp[j, seq[t]] for j, t in enumerate(steps))
         assert score == pytest.approx(total, abs=1e-4)
+    # with a stop token some beams end early; length_penalty ranks by score / length**penalty
+    stop = beams[0][0][1]
+    result = lm.generate(PROMPTS, max_new_tokens=6, sampler="beam", num_beams=3,
+                         stop_token_ids=[stop], length_penalty=1.0, return_details=True)
+    for beams in result.beams:
+        for generated, score, normalised in beams:
+            assert stop not in generated[:-1]
+            assert normalised == pytest.approx(score / len(generated))
+        assert [b[2] for b in beams] == sorted([b[2] for b in beams], reverse=True)
 
 
 @pytest.mark.parametrize("sampler", ["random", "top_k", "top_p"])

@@ -249,3 +249,25 @@ def test_text_in_and_out_with_the_released_bpe(gpt_fixtures, tmp_path):
     assert summary["predicted_tokens"] == len(logprobs)
     assert summary["perplexity_full_table"] == pytest.approx(np.exp(-np.mean(logprobs)),
                                                              rel=1e-5)
+
+
+@pytest.mark.slow
+def test_xla_compiled_loop_gives_the_same_ids(gpt_fixtures):
+    """jit_compile=True: the same greedy and beam ids as the references (XLA changes only the
+    float rounding)."""
+    from bert_tf.gpt.generation import Sampler
+    from bert_tf.tasks.gpt_causal_lm import GptCausalLM
+
+    lm = GptCausalLM.from_pretrained(gpt_fixtures, jit_compile=True)
+    greedy = _load_json(gpt_fixtures / "generation" / "greedy.json")["prompts"]
+    result = lm.generator.generate([p["prompt"] for p in greedy],
+                                   max_new_tokens=max(p["max_new"] for p in greedy))
+    for p, generated in zip(greedy, result.generated):
+        assert generated[:p["max_new"]] == p["generated"], f"prompt {p['prompt_index']}"
+    beam = _load_json(gpt_fixtures / "generation" / "beam.json")
+    width, new_tokens = beam["definition"]["width"], beam["definition"]["new_tokens"]
+    prompts = beam["prompts"]
+    result = lm.generator.generate([p["prompt"] for p in prompts], max_new_tokens=new_tokens,
+                                   sampler=Sampler("beam", num_beams=width))
+    for p, generated in zip(prompts, result.generated):
+        assert generated == p["best_generated"], f"prompt {p['prompt_index']}"
