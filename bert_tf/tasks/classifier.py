@@ -38,7 +38,7 @@ from absl import logging
 from bert_tf.errors import UserInputError
 from bert_tf.options import option
 from bert_tf import io_utils
-from bert_tf.tasks import glue
+from bert_tf.tasks import glue, own_data
 from bert_tf.tasks.results import format_eval_results, softmax, write_eval_results
 from bert_tf.tasks.run_checks import check_common_options
 from bert_tf.tasks.run_options import EvaluatingRunOptions
@@ -47,7 +47,7 @@ from bert_tf.training.precision import (FINETUNING_PRECISION_POLICIES,
 
 
 @dataclasses.dataclass
-class ClassifierRunOptions(EvaluatingRunOptions):
+class ClassifierRunOptions(EvaluatingRunOptions, own_data.OwnDataOptions):
     """The original run_classifier.py flags (same names and defaults), plus `seed` (example and
     input shuffle, new weights, dropout), `dev_file` (evaluate on this file, in the task's
     train/dev layout, instead of the task's dev set), `xnli_language`, `diagnostic_file` (GLUE
@@ -61,7 +61,9 @@ class ClassifierRunOptions(EvaluatingRunOptions):
                                     "on. Not needed with --bert_hub_module_handle.")
     _: dataclasses.KW_ONLY
     task_name: str = option(help="The name of the task to train: cola, sst-2, mrpc, sts-b, qqp, "
-                            "mnli, qnli, rte, wnli, xnli or imdb (case-insensitive).")
+                            "mnli, qnli, rte, wnli, xnli or imdb (case-insensitive); or csv, "
+                            "tsv, jsonl: your own files (--train_file, --text_a_column, "
+                            "--label_column, ...; see docs/classifier.md).")
     data_dir: str | None = option(None, "The input data dir. Should contain the .tsv files (or "
                                   "other data files) for the task. Not needed with "
                                   "--tfds_data_dir.")
@@ -119,12 +121,15 @@ def validate_options(opts: ClassifierRunOptions, config=None) -> None:
     """Flag checks of the original (UserInputError naming the flag)."""
     if not (opts.do_train or opts.do_eval or opts.do_predict):
         raise UserInputError("At least one of `do_train`, `do_eval` or `do_predict' must be True.")
-    glue.canonical_task_name(opts.task_name)
+    own = own_data.is_own_data_task(opts.task_name)
+    if not own:
+        glue.canonical_task_name(opts.task_name)
+        own_data.check_unused_flags(opts)
     check_common_options(opts, config)
     if opts.do_train and not opts.learning_rate > 0:
         raise UserInputError(f"--learning_rate must be positive, got {opts.learning_rate}")
     for name in ("data_dir", "bert_config_file", "vocab_file", "output_dir", "init_checkpoint",
-                 "dev_file", "diagnostic_file"):
+                 "dev_file", "diagnostic_file", "train_file", "test_file"):
         io_utils.check_path(getattr(opts, name, None), f"--{name}")
     if _wants_tpu(opts):  # TPU workers write the output themselves: gs:// only (as the original)
         io_utils.require_cloud_storage(opts.output_dir, "--output_dir")
@@ -132,9 +137,9 @@ def validate_options(opts: ClassifierRunOptions, config=None) -> None:
     if getattr(opts, "tfds_data_dir", None):
         if not io_utils.isdir(opts.tfds_data_dir):
             raise UserInputError(f"--tfds_data_dir={opts.tfds_data_dir} is not a directory")
-    elif not opts.data_dir:
+    elif not opts.data_dir and not own:
         raise UserInputError("--data_dir (the task's data folder) or --tfds_data_dir is required")
-    elif not io_utils.isdir(opts.data_dir):
+    elif opts.data_dir and not io_utils.isdir(opts.data_dir):
         raise UserInputError(f"--data_dir={opts.data_dir} is not a directory")
     if not opts.bert_config_file or not opts.vocab_file:
         raise UserInputError(
@@ -300,11 +305,15 @@ def run_classifier(opts: ClassifierRunOptions) -> dict:
     # Flag and data errors are reported before TensorFlow is imported.
     validate_options(opts)
     validate_case_matches_checkpoint(opts.do_lower_case, opts.init_checkpoint)
-    task = glue.canonical_task_name(opts.task_name)
-    processor = glue.get_processor(task, opts.xnli_language)
-    label_list = processor.get_labels()
+    own = own_data.is_own_data_task(opts.task_name)
+    if own:  # your own csv/tsv/jsonl files: the label set comes from the training file
+        task = opts.task_name.strip().lower()
+        processor = own_data.processor_from_options(opts)
+    else:
+        task = glue.canonical_task_name(opts.task_name)
+        processor = glue.get_processor(task, opts.xnli_language)
     source = processor  # where the examples come from: the tsv files, or a TFDS dataset
-    if getattr(opts, "tfds_data_dir", None):
+    if getattr(opts, "tfds_data_dir", None) and not own:
         from bert_tf.tasks.tfds_sources import TfdsTaskSource
 
         source = TfdsTaskSource(task, opts.tfds_data_dir)
@@ -312,6 +321,9 @@ def run_classifier(opts: ClassifierRunOptions) -> dict:
     if opts.do_train:
         train_examples = source.get_train_examples(opts.data_dir, opts.dev_file)
         random.Random(opts.seed).shuffle(train_examples)
+    if own:
+        own_data.resolve_labels(processor, opts.output_dir, training=opts.do_train)
+    label_list = processor.get_labels()
     dev_splits = source.get_dev_splits(opts.data_dir, opts.dev_file) if opts.do_eval else []
     test_splits: list[glue.EvalSplit] = []
     if opts.do_predict:
@@ -339,6 +351,8 @@ def run_classifier(opts: ClassifierRunOptions) -> dict:
     # The strategy (a TPU is resolved) before anything is written, as the original's RunConfig.
     strategy = resolve_strategy(opts)
     io_utils.makedirs(opts.output_dir)
+    if own and opts.do_train:
+        own_data.write_labels(processor, opts.output_dir)
     keras.utils.set_random_seed(opts.seed)  # the new classifier weights and dropout
     regression = processor.is_regression
     with strategy.scope():
@@ -348,6 +362,7 @@ def run_classifier(opts: ClassifierRunOptions) -> dict:
         init_model(model, opts.init_checkpoint)
     result: dict = {"task": task, "train": None, "eval": None, "predict": None,
                     "metric_key": processor.metric_key}
+    metrics_task = getattr(processor, "metrics_task", task)  # own data: sst-2's or sts-b's
 
     if opts.do_train:
         if latest_checkpoint(opts.output_dir):
@@ -385,7 +400,7 @@ def run_classifier(opts: ClassifierRunOptions) -> dict:
                                     length_bucketing=opts.length_bucketing)["logits"]
             labels = arrays["label_ids"]
             predictions = logits[:, 0] if regression else logits.argmax(axis=-1)
-            metrics = {k: float(v) for k, v in glue_metrics(task, predictions, labels).items()}
+            metrics = {k: float(v) for k, v in glue_metrics(metrics_task, predictions, labels).items()}
             metrics.update(original_eval_metrics(
                 per_example_losses(logits, labels, regression), opts.eval_batch_size,
                 None if regression else predictions == labels))
