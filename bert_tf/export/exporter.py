@@ -53,7 +53,8 @@ class ExportOptions:
       num_labels: classifier / ner / gpt_classifier (or given by label_list); 1 exports a
         regression (classifier, gpt_classifier).
       label_list: label names in id order (classifier / ner / gpt_classifier); exported as the
-        `labels` output.
+        `labels` output. classifier without it and --num_labels: the labels.json that
+        run_classifier --task_name=csv|tsv|jsonl wrote next to --init_checkpoint, if any.
       num_choices: multiple_choice.
       max_query_length, max_answer_length: squad.
       allow_untrained_head: export a task model whose checkpoint has no head weights (the head
@@ -136,7 +137,40 @@ def _validate_bert(opts: ExportOptions) -> None:
                           f"--model_type={t}")
 
 
+RUN_LABELS_FILE = "labels.json"
+"""run_classifier's own-data runs (--task_name=csv|tsv|jsonl) write their label names, in id
+order, as a JSON list to this file of their --output_dir."""
+
+
+def run_label_list(init_checkpoint: str | None) -> list[str] | None:
+    """The label names a run_classifier own-data run wrote next to its checkpoints
+    (`labels.json` in the checkpoint's folder, or in `init_checkpoint` itself if it is a
+    folder); None when there is none."""
+    if not init_checkpoint:
+        return None
+    folder = init_checkpoint if os.path.isdir(init_checkpoint) else os.path.dirname(
+        init_checkpoint)
+    path = os.path.join(folder, RUN_LABELS_FILE)
+    if not os.path.isfile(path):
+        return None
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            labels = json.load(f)
+    except ValueError as e:
+        raise ExportError(f"{path}: not JSON ({e}); expected run_classifier's list of label "
+                          "names") from None
+    if not (isinstance(labels, list) and labels and all(isinstance(x, str) for x in labels)):
+        raise ExportError(f"{path}: expected a JSON list of label names")
+    return labels
+
+
 def _check_label_flags(opts: ExportOptions) -> None:
+    if (opts.model_type == "classifier" and opts.label_list is None
+            and opts.num_labels is None):
+        # a run_classifier --task_name=csv|tsv|jsonl run: its labels travel into the export
+        opts.label_list = run_label_list(opts.init_checkpoint)
     if opts.label_list is not None and opts.num_labels is not None and (
             len(opts.label_list) != opts.num_labels):
         raise ExportError(f"--label_list has {len(opts.label_list)} labels but "

@@ -196,7 +196,7 @@ def model_files(tmp_path, original_fixtures):
     return str(config), str(original_fixtures / "vocab_uncased.txt")
 
 
-@pytest.mark.e2e
+@pytest.mark.long
 def test_tool_on_a_csv_of_real_sst2_rows(tmp_path, shared_data, model_files):
     config, vocab = model_files
     rows = _sst2_rows(shared_data, 58)
@@ -223,6 +223,21 @@ def test_tool_on_a_csv_of_real_sst2_rows(tmp_path, shared_data, model_files):
     assert probs.shape == (10, 2)  # one line per test row, a probability per label
     np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)
 
+    # the export of the run's checkpoint carries labels.json's names (no --label_list given)
+    import tensorflow as tf
+
+    from bert_tf.export import exporter
+
+    version = exporter.export_savedmodel(exporter.ExportOptions(
+        model_type="classifier", export_dir=str(tmp_path / "export"), bert_config_file=config,
+        vocab_file=vocab, init_checkpoint=str(out / "model.ckpt-2"), seq_length=32))
+    serve = tf.saved_model.load(version).signatures["serving_default"]
+    served = serve(text=tf.constant([t for t, _ in rows[48:52]]))
+    assert [x.decode() for x in served["labels"].numpy()] == [
+        ["neg", "pos"][i] for i in probs[:4].argmax(axis=1)]
+    # test_results.tsv prints float32 probabilities; the same packing at max_seq_length=32
+    np.testing.assert_allclose(served["probabilities"].numpy(), probs[:4], atol=1e-5)
+
     # an unseen dev label: one error line, exit code 1, the output_dir untouched
     _write_csv(tmp_path / "dev2.csv", header, [(0, "fine", "pos"), (1, "meh", "mixed")])
     proc = _run("--task_name=csv", f"--train_file={tmp_path / 'train.csv'}",
@@ -236,7 +251,7 @@ def test_tool_on_a_csv_of_real_sst2_rows(tmp_path, shared_data, model_files):
     assert not (tmp_path / "out2").exists()
 
 
-@pytest.mark.e2e
+@pytest.mark.long
 def test_tool_regression_on_a_csv_of_real_stsb_rows(tmp_path, shared_data, model_files):
     config, vocab = model_files
     rows = _sts_rows(shared_data, 40)
@@ -254,3 +269,25 @@ def test_tool_regression_on_a_csv_of_real_stsb_rows(tmp_path, shared_data, model
     assert {"pearson", "spearmanr", "eval_loss"} <= set(results)
     assert "eval_accuracy" not in results and results["eval_loss"] > 0
     assert not (out / "labels.json").exists()  # regression: no label set
+
+
+def test_labels_json_travels_into_the_export_options(tmp_path):
+    from bert_tf.export import exporter
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "labels.json").write_text(json.dumps(["neg", "pos, mostly"]))
+    config, vocab = tmp_path / "bert_config.json", tmp_path / "vocab.txt"
+    config.write_text(json.dumps(TINY_CONFIG))
+    vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\na\n")
+    opts = exporter.ExportOptions(model_type="classifier", export_dir=str(tmp_path / "export"),
+                                  bert_config_file=str(config), vocab_file=str(vocab),
+                                  init_checkpoint=str(run / "model.ckpt-2"))
+    exporter.validate_options(opts)
+    assert opts.label_list == ["neg", "pos, mostly"]  # a comma no --label_list could carry
+    explicit = exporter.ExportOptions(**{**vars(opts), "label_list": None, "num_labels": 3})
+    exporter.validate_options(explicit)
+    assert explicit.label_list is None and explicit.num_labels == 3  # flags win
+    (run / "labels.json").unlink()
+    with pytest.raises(UserInputError, match="--num_labels or --label_list is required"):
+        exporter.validate_options(exporter.ExportOptions(**{**vars(opts), "label_list": None}))
