@@ -41,7 +41,7 @@ def test_gpt_lm_adapter_trains_one_step_at_a_time(precision):
     assert precision in step.description
 
 
-@pytest.mark.e2e
+@pytest.mark.long
 def test_bert_trainer_step_bench_runs_the_trainers_step(tmp_path):
     """One pass of one step, at a tiny batch, through the script's worker process."""
     proc = subprocess.run(

@@ -60,6 +60,7 @@ def _assert_weights_are(model, tensors: dict[str, np.ndarray], prefix: str = "")
                                       err_msg=name)
 
 
+@pytest.mark.long
 def test_google_release_layout(release_dir, vocab, original_fixtures):
     model, tokenizer = bert_tf.from_pretrained(release_dir, vocab_file=vocab)
     assert isinstance(model, BertEncoder) and model.config.hidden_size == 128
@@ -126,6 +127,7 @@ def test_huggingface_folder_equals_converted_checkpoint(hf_model_dir, tmp_path):
                                   direct(inputs)["sequence_output"])
 
 
+@pytest.mark.long
 def test_keras_file(release_dir, vocab, tmp_path):
     model, tokenizer = bert_tf.from_pretrained(release_dir, lambda c: BertClassifier(c, 2),
                                                vocab_file=vocab)

@@ -136,7 +136,7 @@ def _classifier_run(original_fixtures, shared_data, root: str) -> tuple[dict, di
     return result, files
 
 
-@pytest.mark.e2e
+@pytest.mark.long
 def test_run_classifier_with_every_path_in_ram(tmp_path, monkeypatch, original_fixtures,
                                                shared_data):
     import tensorflow as tf
@@ -172,6 +172,7 @@ def test_run_classifier_with_every_path_in_ram(tmp_path, monkeypatch, original_f
     assert again["eval"]["dev"] == ram_result["eval"]["dev"]
 
 
+@pytest.mark.long
 def test_encoder_export_to_ram_and_back(original_fixtures):
     """A SavedModel export to a remote file system: written beside, moved in (saved_model.pb
     last), loadable from there; a second export without overwrite is refused."""
@@ -202,7 +203,7 @@ def test_encoder_export_to_ram_and_back(original_fixtures):
         export_encoder_savedmodel(encoder, target)
 
 
-@pytest.mark.e2e
+@pytest.mark.long
 def test_pretraining_chain_in_ram(tmp_path, monkeypatch, original_fixtures, shared_data):
     """Pretraining data generation -> run_pretraining -> run_classifier from the pretraining
     checkpoint -> encoder export, every path under ram:// and nothing written locally."""

@@ -71,7 +71,7 @@ def test_topic_task_is_split_by_document_and_balanced():
     assert all(t not in train_text for t, _ in split.held_out[:50])
 
 
-@pytest.mark.e2e
+@pytest.mark.long
 def test_main_job_reduced(tmp_path):
     out = tmp_path / "qs"
     args = [f"--output_dir={out}", "--steps=60", "--scale=0.5", "--seeds=1"]

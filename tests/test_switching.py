@@ -145,7 +145,7 @@ def test_readme_command(readme_env, name, expect, files, command):
 # ---------------------------------------------------------------------------------------------
 # run_classifier_with_tfhub.py: --bert_hub_module_handle
 # ---------------------------------------------------------------------------------------------
-@pytest.mark.e2e
+@pytest.mark.long
 def test_run_classifier_with_bert_hub_module_handle(tmp_path, original_fixtures, shared_data):
     """An encoder SavedModel exported with its vocab as the hub module: vocab and casing come
     from the module's assets, and the run equals the same run from the release's three files."""

@@ -47,6 +47,7 @@ def test_round_trip_bit_identical(original_fixtures, tmp_path):
     assert dict(tf.train.list_variables(out_prefix))["bert/pooler/dense/kernel"] == [128, 128]
 
 
+@pytest.mark.long
 def test_encoder_only_and_fine_tuning_models_load(original_fixtures):
     ckpt = original_fixtures / "checkpoint" / "bert_model.ckpt"
     config = BertConfig.from_json_file(original_fixtures / "checkpoint" / "bert_config.json")

@@ -205,6 +205,7 @@ def test_real_conll_gold_against_itself(testa):
     assert iob2.overall == result.overall
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("seed, rate", [(0, 0.05), (1, 0.2)])
 def test_real_conll_perturbed(testa, seed, rate):
     pred = _perturb(testa, seed, rate)

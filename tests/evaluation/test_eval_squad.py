@@ -112,6 +112,7 @@ def _brute_force_best(preds, raw, na_probs, has_ans, qids):
     return 100.0 * no_answer_score.sum() / len(qids), 0.0
 
 
+@pytest.mark.long
 def test_best_thresholds_real_predictions(dev_v2, squad_dir):
     data = dev_v2[1]
     preds = squad.load_predictions(squad_dir / "reference_predictions" / "v2.0"
@@ -287,7 +288,7 @@ def _run_tool(*args):
                           text=True, cwd=PROJECT_ROOT, timeout=120)
 
 
-@pytest.mark.e2e
+@pytest.mark.long
 def test_cli_toy_v2_and_out_file(tmp_path):
     data = tmp_path / "data.json"
     data.write_text(json.dumps(TOY))
@@ -321,7 +322,7 @@ def test_cli_toy_v2_and_out_file(tmp_path):
     assert json.loads(proc.stdout)["best_f1"] == pytest.approx(70.0)
 
 
-@pytest.mark.e2e
+@pytest.mark.long
 def test_cli_bad_inputs(tmp_path):
     data = tmp_path / "data.json"
     data.write_text(json.dumps(TOY))
@@ -342,6 +343,7 @@ def test_cli_bad_inputs(tmp_path):
     assert proc.returncode == 1 and "absent.json" in proc.stderr
 
 
+@pytest.mark.long
 def test_cli_real_files(squad_dir):
     proc = _run_tool(squad_dir / "dev-v1.1.json",
                      squad_dir / "reference_predictions/v1.1/bert_ensemble_google.json")

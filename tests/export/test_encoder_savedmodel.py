@@ -72,7 +72,7 @@ def _fine_tune(model: keras.Model, steps: int = 3) -> list[float]:
     return history.history["loss"]
 
 
-@pytest.mark.e2e
+@pytest.mark.long
 def test_fine_tuning_the_savedmodel_equals_fine_tuning_the_checkpoint(fixture_model, tmp_path):
     with open(fixture_model["bert_config_file"], encoding="utf-8") as f:
         config_dict = json.load(f)

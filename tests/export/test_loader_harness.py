@@ -34,6 +34,7 @@ def _python_outputs(export_dir, request, signature="serving_default"):
     return {k: v.numpy() for k, v in fn(**args).items()}
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("model_type", list(REQUESTS))
 def test_serving_default_matches_python(exports, harness, model_type):
     request = REQUESTS[model_type]
@@ -88,6 +89,7 @@ def test_bad_text_requests_are_clear_errors_and_the_loader_survives(exports, har
                                _python_outputs(export, good)["probabilities"], atol=1e-5)
 
 
+@pytest.mark.long
 def test_bad_pair_and_id_requests(exports, harness):
     responses, proc = lh.run_signature(harness, exports["classifier"], [
         {"text_a": np.array(["a", "b"], dtype=object), "text_b": np.array(["c"], dtype=object)},
@@ -115,6 +117,7 @@ def test_bad_pair_and_id_requests(exports, harness):
     assert fine["probabilities"].shape == (1, 2)
 
 
+@pytest.mark.long
 def test_bench_mode_smoke(exports, harness):
     """The load-test mode (bench/bench_serving.py): threads share one session, zero errors."""
     requests = [{"text": TEXTS[i:i + 1]} for i in range(len(TEXTS))]

@@ -42,6 +42,7 @@ def _expected(tokenizer: FullTokenizer, a: str, b: str | None, seq_length: int):
     return packed.input_ids, packed.input_mask, packed.segment_ids
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("seq_length", [SEQ_LENGTH, 64])
 def test_matches_full_tokenizer_and_original_packing(original_fixtures, fixture_model,
                                                      seq_length):
@@ -66,7 +67,7 @@ def test_matches_full_tokenizer_and_original_packing(original_fixtures, fixture_
                    for v in out.values())
 
 
-@pytest.mark.e2e
+@pytest.mark.long
 def test_exported_signatures(exports, fixture_model):
     import tensorflow_text  # noqa: F401  (registers the ops the SavedModel uses)
 
@@ -121,6 +122,7 @@ def test_real_sentence_pairs_mrpc(shared_data, fixture_model):
 # ---------------------------------------------------------------------------------------------
 # TF Hub BERT preprocessor API: callable, tokenize, bert_pack_inputs
 # ---------------------------------------------------------------------------------------------
+@pytest.mark.long
 def test_round_robin_packing_equals_original_truncation_for_pairs():
     """bert_pack_inputs uses tensorflow-text's RoundRobinTrimmer; for two segments it keeps the
     same pieces as the original's _truncate_seq_pair (pop from the longer, B on a tie)."""
@@ -137,6 +139,7 @@ def test_round_robin_packing_equals_original_truncation_for_pairs():
             assert (len(got_a[i]), len(got_b[i])) == (len(x), len(y)), (la[i], lb[i], budget)
 
 
+@pytest.mark.long
 def test_round_robin_lengths_equal_tensorflow_text_trimmer():
     """The closed form used in the export (core ops, servable) equals tensorflow-text's
     RoundRobinTrimmer for 1 to 4 segments."""

@@ -166,7 +166,7 @@ def test_rest_round_trip_against_a_canned_server():
         server.server_close()
 
 
-@pytest.mark.e2e
+@pytest.mark.long
 def test_grpc_round_trip_against_a_prediction_service_running_an_export(exports):
     """grpc_predict against an in-process tensorflow.serving.PredictionService that evaluates the
     classifier export's signatures as the server does (TensorProto in, TensorProto out): raw text

@@ -47,6 +47,7 @@ def test_classifier_outputs_and_labels(setup):
     assert set(out) == {"predictions", "logits"} and out["predictions"].shape == (len(TEXTS),)
 
 
+@pytest.mark.long
 def test_squad_best_span_is_the_constrained_argmax(setup):
     vocab, config, pre = setup
     export = SquadExport(BertSpanLabeler(config).build_from_config_shapes(), pre,
@@ -89,6 +90,7 @@ def test_ner_word_start_mask(setup):
     assert out["labels"].shape == (len(TEXTS), 12) and out["probabilities"].shape == (4, 12, 3)
 
 
+@pytest.mark.long
 def test_multiple_choice_packs_each_choice_as_a_pair(setup):
     vocab, config, pre = setup
     model = BertMultipleChoice(config, num_choices=2).build_from_config_shapes()
@@ -104,6 +106,7 @@ def test_multiple_choice_packs_each_choice_as_a_pair(setup):
     assert out["label_ids"].shape == (2,)
 
 
+@pytest.mark.long
 def test_example_level_exports_run_on_the_cut_batch(setup):
     """Classifier and multiple-choice signatures cut the packed request to its longest example
     (rounded up to 8): the model sees 8 columns instead of 64, the logits equal the model at full

@@ -21,6 +21,7 @@ def _run(*args: str) -> subprocess.CompletedProcess:
                           env=env, cwd=PROJECT_ROOT, timeout=600)
 
 
+@pytest.mark.long
 def test_original_params_round_trip_through_keras(gpt_fixtures, gpt_fixture_json, tmp_path):
     config_file = tmp_path / "gpt_config.json"
     fixture_config(gpt_fixture_json, pdrop=0.1).to_json_file(config_file)
@@ -53,6 +54,7 @@ def test_original_params_round_trip_through_keras(gpt_fixtures, gpt_fixture_json
         assert (models[0][name].numpy() == models[1][name].numpy()).all(), name
 
 
+@pytest.mark.long
 def test_bad_inputs_are_one_line(gpt_fixtures, tmp_path):
     done = _run("--direction=gpt_original_to_keras", f"--input={tmp_path / 'missing'}",
                 f"--output={tmp_path / 'g.keras'}")

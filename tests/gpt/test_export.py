@@ -95,6 +95,7 @@ def _python_logits(model, vocab, rows, task, cut):
 
 @pytest.mark.parametrize("task", ["similarity", "entailment", "classification",
                                   "multiple_choice"])
+@pytest.mark.long
 def test_raw_text_signature_equals_the_python_path(vocab, rows, task, tmp_path):
     from bert_tf.export.serving_compat import check_serving_compatibility
     from bert_tf.export.gpt import export_gpt_classifier_savedmodel
@@ -160,7 +161,7 @@ def test_bpe_model_exports_token_ids_and_passes_the_c_loader(vocab, rows, c_load
     np.testing.assert_allclose(responses[1]["logits"], expected, atol=1e-5, rtol=0)
 
 
-@pytest.mark.e2e
+@pytest.mark.long
 def test_bpe_raw_text_signature_equals_the_python_encoder_path(rows, tmp_path):
     """The original BPE vocabulary: the raw-text signature encodes with InGraphBpeEncoder (chunk
     table built from the served texts) and gives the Python path's logits (TextEncoder)."""
@@ -366,6 +367,7 @@ def test_gpt_lm_export(gpt, c_loader, tmp_path):
         np.testing.assert_allclose(got[key], value, atol=1e-5, rtol=0, err_msg=key)
 
 
+@pytest.mark.long
 @pytest.mark.gpt_fixtures
 def test_gpt_classifier_export(gpt, c_loader, tmp_path):
     """The fine-tuned checkpoint (its run's --output_dir) -> raw-text and id signatures with the

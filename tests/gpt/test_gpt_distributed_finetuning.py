@@ -116,7 +116,7 @@ def _assert_one_device_losses(one, two):
     assert dev_two["eval_loss"] == pytest.approx(dev_one["eval_loss"], abs=5e-4)
 
 
-@pytest.mark.e2e
+@pytest.mark.long
 def test_mirrored_gpt_fine_tuning_with_dropout_gives_the_one_device_losses(mrpc_and_model,
                                                                            one_device, tmp_path):
     two = _run("mirrored", mrpc_and_model, tmp_path / "two")
@@ -124,7 +124,7 @@ def test_mirrored_gpt_fine_tuning_with_dropout_gives_the_one_device_losses(mrpc_
     _assert_one_device_losses(one_device, two)
 
 
-@pytest.mark.e2e
+@pytest.mark.long
 def test_two_worker_processes_give_the_one_device_losses(mrpc_and_model, one_device, tmp_path,
                                                          local_workers):
     workers = local_workers

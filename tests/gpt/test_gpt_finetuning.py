@@ -85,7 +85,7 @@ def _results(path: pathlib.Path) -> dict[str, str]:
     return dict(line.split(" = ") for line in path.read_text().strip().splitlines())
 
 
-@pytest.mark.e2e
+@pytest.mark.long
 def test_mrpc_similarity_trains_and_evaluates_with_the_official_metric(data, tmp_path):
     from bert_tf.evaluation.glue_metrics import glue_metrics
     from bert_tf.tasks.gpt_classifier import run_gpt_classifier
@@ -121,6 +121,7 @@ def test_mrpc_similarity_trains_and_evaluates_with_the_official_metric(data, tmp
     assert _results(out / "eval_results.txt") == metrics
 
 
+@pytest.mark.long
 def test_mixed_bfloat16_run_trains_and_exports_float32_probabilities(data, tmp_path):
     import keras
     import tensorflow as tf
@@ -139,6 +140,7 @@ def test_mixed_bfloat16_run_trains_and_exports_float32_probabilities(data, tmp_p
     np.testing.assert_allclose(probs.numpy().sum(axis=1), 1.0, rtol=1e-6)
 
 
+@pytest.mark.long
 def test_aux_lm_loss_weight(data, tmp_path):
     """Same init, same dropout draws: the first step's loss with lm_coef=0.5 exceeds the one with
     lm_coef=0 by half the LM loss, which for fresh weights is about ln(table rows)."""

@@ -61,6 +61,7 @@ def _opts(data, output_dir, **overrides):
     return GptClassifierRunOptions(**kwargs)
 
 
+@pytest.mark.long
 def test_stsb_regression_trains_evaluates_predicts_and_logs_the_scheduled_lr(data, tmp_path):
     from bert_tf.evaluation.glue_metrics import glue_metrics
     from bert_tf.tasks.gpt_classifier import run_gpt_classifier

@@ -107,6 +107,7 @@ def test_windows_reassemble_the_token_stream_exactly(tmp_path, corpus, bpe_spec,
     assert summary["train"]["documents"] == len(documents)
 
 
+@pytest.mark.long
 @pytest.mark.gpt_fixtures
 def test_deterministic_for_a_seed_whatever_the_workers(tmp_path, corpus, bpe_spec):
     a = _run(corpus, tmp_path / "a" / "lm", bpe_spec, held_out_fraction=0.2, random_seed=7)
@@ -127,6 +128,7 @@ def test_deterministic_for_a_seed_whatever_the_workers(tmp_path, corpus, bpe_spe
     assert c["train"]["documents"] + c["heldout"]["documents"] == len(_documents(corpus))
 
 
+@pytest.mark.long
 @pytest.mark.gpt_fixtures
 def test_resumes_after_a_kill_with_identical_output(tmp_path, corpus, bpe_spec):
     clean = tmp_path / "clean" / "lm"
@@ -197,6 +199,7 @@ def test_bad_input_one_clear_error(tmp_path, corpus, bpe_spec):
     assert not (tmp_path / "x-00000.tfrecord").exists()
 
 
+@pytest.mark.long
 def test_wordpiece_vocabulary_and_the_tool(tmp_path, corpus):
     """The BERT-vocabulary path through the real command-line tool (no ftfy/spaCy needed)."""
     from bert_tf.tokenization.gpt_text_encoder import WordPieceTextEncoder

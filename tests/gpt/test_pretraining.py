@@ -73,7 +73,7 @@ def _checkpoint_tensors(prefix: str) -> dict[str, np.ndarray]:
             if k != "_CHECKPOINTABLE_OBJECT_GRAPH"}
 
 
-@pytest.mark.e2e
+@pytest.mark.long
 def test_trains_loss_falls_and_writes_every_output(lm_data, tmp_path):
     from bert_tf.runs.gpt_pretraining import run_gpt_pretraining
     from bert_tf.checkpoints.openai import read_original_param_files
@@ -112,7 +112,7 @@ def test_trains_loss_falls_and_writes_every_output(lm_data, tmp_path):
     np.testing.assert_allclose(float(lines["perplexity"]), math.exp(nll / count), rtol=1e-4)
 
 
-@pytest.mark.e2e
+@pytest.mark.long
 def test_resume_is_bit_identical_with_dropout(lm_data, tmp_path):
     """A run stopped after its step-4 checkpoint and restarted (new trainer, same output_dir)
     ends with the uninterrupted run's checkpoint: weights, Adam slots, step, dropout streams."""
@@ -140,7 +140,7 @@ def test_resume_is_bit_identical_with_dropout(lm_data, tmp_path):
         np.testing.assert_array_equal(a[k], b[k], err_msg=k)
 
 
-@pytest.mark.e2e
+@pytest.mark.long
 def test_init_from_original_params_and_bad_inputs(lm_data, tmp_path):
     """--init_checkpoint takes the original params folder the run wrote; nonsense is one line."""
     from bert_tf.runs.gpt_pretraining import run_gpt_pretraining
@@ -257,7 +257,7 @@ print(json.dumps({"num_replicas": strategy.num_replicas_in_sync,
 """
 
 
-@pytest.mark.e2e
+@pytest.mark.long
 def test_mirrored_strategy_gives_the_one_device_run_and_checkpoints_cross_over(lm_data,
                                                                                tmp_path):
     """With dropout 0.1 everywhere (each replica applies its slice of the global batch's masks,

@@ -228,6 +228,7 @@ def test_in_graph_bpe_is_exact_on_every_fixture_token(in_graph, records):
     assert not bad, f"{len(bad)}/{len(tokens)} tokens differ, e.g. {bad[:5]}"
 
 
+@pytest.mark.long
 @pytest.mark.gpt_fixtures
 def test_in_graph_encoder_differs_only_where_documented(in_graph, records):
     """Every fixture text that a tf.string can hold gets the Python encoder's ids, except texts

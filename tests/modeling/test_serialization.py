@@ -94,6 +94,7 @@ def _assert_same_weights(a: keras.Model, b: keras.Model) -> None:
         np.testing.assert_array_equal(np.asarray(va), np.asarray(vb), err_msg=va.path)
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("kind", sorted(MODELS))
 def test_keras_file_round_trip_is_bit_identical(kind, tmp_path):
     make, make_inputs = MODELS[kind]
@@ -115,6 +116,7 @@ def test_keras_file_round_trip_is_bit_identical(kind, tmp_path):
     _assert_same_outputs(model(inputs, training=True), loaded(inputs, training=True))
 
 
+@pytest.mark.long
 def test_pretrainer_options_and_tied_table_survive(tmp_path):
     model = BertPretrainer(CONFIG, last_layer_at_predictions_only=True,
                            xla_gelu_in_training=True).build_from_config_shapes()
@@ -179,6 +181,7 @@ print(type(model).__name__)
 """
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("kind", ["classifier", "feature_based_tagger"])
 def test_load_model_in_a_fresh_process(kind, tmp_path):
     make, make_inputs = MODELS[kind]
@@ -227,7 +230,7 @@ def _split(arrays):
             arrays["label_ids"])
 
 
-@pytest.mark.e2e
+@pytest.mark.long
 def test_compile_fit_evaluate_with_metrics_on_mrpc_rows(mrpc_arrays, original_fixtures, tmp_path):
     """A classifier initialised from the original release's (tiny) checkpoint, compiled with a
     metrics dict keyed by output name, trains on real MRPC rows: the loss on those rows falls,
@@ -265,7 +268,7 @@ def test_compile_fit_evaluate_with_metrics_on_mrpc_rows(mrpc_arrays, original_fi
     _assert_same_outputs(model(x_dev, training=False), loaded(x_dev, training=False))
 
 
-@pytest.mark.e2e
+@pytest.mark.long
 def test_compile_fit_on_a_two_output_task_model(mrpc_arrays):
     """Span labeller: losses and metrics keyed by its two outputs."""
     x, _ = _split(mrpc_arrays[0])

@@ -161,7 +161,7 @@ def test_failure_while_writing_leaves_no_output(tmp_path, tokenizer, sample_text
     assert os.listdir(tmp_path) == []
 
 
-@pytest.mark.e2e
+@pytest.mark.long
 def test_command_line_error_and_success(tmp_path, vocab_file, sample_text):
     tool = PROJECT_ROOT / "tools" / "create_pretraining_data.py"
     env = dict(os.environ, PYTHONPATH=str(PROJECT_ROOT))

@@ -52,6 +52,7 @@ def test_shards_and_summary(one_worker):
     assert not [n for n in os.listdir(out) if ".tmp-" in n]
 
 
+@pytest.mark.long
 def test_same_output_with_two_workers(one_worker, synthetic_corpus, vocab_file, tmp_path):
     out1, summary1 = one_worker
     summary2 = _run(synthetic_corpus, tmp_path / "data", vocab_file, num_workers=2)
@@ -83,6 +84,7 @@ _CRASH_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("num_workers", [1, 2])
 def test_killed_run_resumes_without_duplicates(one_worker, synthetic_corpus, vocab_file,
                                                tmp_path, num_workers):

@@ -129,6 +129,7 @@ def test_write_shard_and_finished_shard(tmp_path):
     assert not [n for n in os.listdir(tmp_path) if ".tmp-" in n]
 
 
+@pytest.mark.long
 def test_run_shards_same_files_whatever_the_workers_and_resumes(tmp_path):
     corpus = _corpus(tmp_path / "c.txt", 14)  # shards of 3: 3, 3, 3, 3, 2
     one = _run(corpus, str(tmp_path / "w1" / "data"), num_workers=1)

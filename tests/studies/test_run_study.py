@@ -92,6 +92,7 @@ def _check_outputs(out: str, study_names: list[str], variants: tuple[str, ...] =
     return rows
 
 
+@pytest.mark.long
 def test_declarations_are_distinct_and_bad_input_is_one_line(tmp_path):
     # Variants sharing a run share its cell, the others never do.
     for study in STUDIES.values():
@@ -340,7 +341,7 @@ def test_masking_study_on_a_reduced_grid(tmp_path):
     assert (len(again["ran"]), len(again["skipped"])) == (0, 9)
 
 
-@pytest.mark.e2e
+@pytest.mark.long
 def test_tiny_study_runs_resumes_and_reruns_killed_cells(tmp_path):
     out = str(tmp_path / "study")
     proc = _run("--study=bert_pretraining_tasks", "--scale=tiny", f"--output_dir={out}", *FAST)

@@ -27,6 +27,7 @@ needs_data = pytest.mark.skipif(
            "absent")
 
 
+@pytest.mark.long
 @needs_data
 def test_squad_split_holds_out_whole_articles():
     task = study_data.load_squad_split(SQUAD, max_train_examples=1000, seed=3)
@@ -132,6 +133,7 @@ def test_gpt_span_inputs_swap_bert_specials():
         gpt_span_token_ids(ids[:, :4], mask[:, :4], 2, 3, special)
 
 
+@pytest.mark.long
 def test_ltr_span_labeler_sees_only_the_left_unless_bilstm():
     import tensorflow as tf
 
@@ -206,7 +208,7 @@ def tiny_setup(tmp_path_factory):
             "data": {"vocab_file": vocab, "vocab_size": size}}
 
 
-@pytest.mark.e2e
+@pytest.mark.long
 @needs_data
 @pytest.mark.parametrize("task_name", ["CoLA", "STS-B"])
 def test_glue_tasks_fine_tune_both_models(tiny_setup, task_name):
@@ -229,7 +231,7 @@ def test_glue_tasks_fine_tune_both_models(tiny_setup, task_name):
                 task, name == "ltr_bilstm")
 
 
-@pytest.mark.e2e
+@pytest.mark.long
 @needs_data
 def test_squad_split_fine_tunes_bert_and_the_left_to_right_model(tiny_setup):
     import keras

@@ -65,6 +65,7 @@ def test_layer_choices_match_the_encoder_outputs():
     assert tagger(_inputs())["logits"].shape == (3, 6, 3)
 
 
+@pytest.mark.long
 def test_training_keeps_bert_frozen_and_the_loss_falls(tmp_path):
     tf.keras.utils.set_random_seed(1)
     model = fb.FeatureBasedTagger(CONFIG, num_labels=3, feature_layers="weighted_sum_all",
@@ -113,6 +114,7 @@ def test_checkpoint_reloads_into_a_second_model_in_the_same_process(tmp_path):
                                atol=1e-6)
 
 
+@pytest.mark.long
 def test_padding_does_not_change_real_positions():
     model = fb.FeatureBasedTagger(CONFIG, num_labels=3, feature_layers="last", lstm_units=4,
                                   lstm_layers=1).build_from_config_shapes()

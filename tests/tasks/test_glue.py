@@ -323,6 +323,7 @@ def test_real_glue_files(shared_data, folder):
     assert test[0].index == "0" and test[-1].index == str(n_test - 1)
 
 
+@pytest.mark.long
 def test_real_imdb_file(shared_data):
     path = shared_data / "imdb" / "train.tsv.gz"
     if not path.exists():

@@ -92,7 +92,7 @@ def _load(config_file, vocab_file, checkpoint, factory):
     return tokenizer, model
 
 
-@pytest.mark.e2e
+@pytest.mark.long
 def test_mrpc_dev_bucketed_equals_padded(minilm, shared_data):
     from bert_tf.evaluation.glue_metrics import glue_metrics
     from bert_tf.modeling import BertClassifier
@@ -163,6 +163,7 @@ def _conll(shared_data, config_file, vocab_file, checkpoint, limit):
     return len(features)
 
 
+@pytest.mark.long
 def test_conll_testa_bucketed_equals_padded(original_fixtures, shared_data):
     checkpoint = original_fixtures / "checkpoint"
     count = _conll(shared_data, str(checkpoint / "bert_config.json"),

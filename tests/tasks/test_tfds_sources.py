@@ -26,6 +26,7 @@ def tfds_glue(tmp_path_factory, shared_data):
     return str(root)
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("task,folder", [("mrpc", "MRPC"), ("rte", "RTE")])
 def test_prepared_glue_equals_tsv_readers(tfds_glue, shared_data, task, folder):
     processor = glue.get_processor(task)
@@ -56,7 +57,7 @@ def test_not_prepared_is_a_clear_error_and_never_downloads(tmp_path):
         tfds_sources.dataset_name("xnli")
 
 
-@pytest.mark.e2e
+@pytest.mark.long
 def test_run_classifier_on_tfds_scores_as_on_tsv(tmp_path, shared_data, original_fixtures):
     """RTE rows (24 train, 16 dev, 8 test, real) as tsv files and as a TFDS dataset prepared
     from them: the same losses, eval_results.txt and test predictions."""
@@ -86,6 +87,7 @@ def test_run_classifier_on_tfds_scores_as_on_tsv(tmp_path, shared_data, original
     assert results["tfds"] == results["tsv"]
 
 
+@pytest.mark.long
 def test_other_builders_prepare_offline(tmp_path, shared_data):
     """imdb_reviews, squad/v1.1, conll2003 and the pretraining-text builder from local files."""
     import tensorflow_datasets as tfds

@@ -67,6 +67,7 @@ def _routed_sweep(tokenizers, lower: bool, codepoints, template: str) -> tuple[s
             {cp for cp, g, e in zip(codepoints, got, exact_ids) if g != e})
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("lower", [True, False])
 def test_fast_path_rule_holds_on_the_bmp(tokenizers, lower):
     """Every fast-path BMP character: FastBertTokenizer's ids == FullTokenizer's."""
@@ -95,6 +96,7 @@ def test_fast_path_rule_excludes_what_fast_bert_gets_wrong(tokenizers):
     assert cleaned.numpy().tolist()[5:7] == [b"ab", b"nullbyte"]
 
 
+@pytest.mark.long
 @needs_unicode_14
 @pytest.mark.parametrize("lower", [True, False])
 def test_routed_bmp_sweep(tokenizers, lower):
@@ -145,6 +147,7 @@ def _random_texts(seed: int, count: int) -> list[str]:
     return texts
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("lower", [True, False])
 def test_random_mixtures_match(tokenizers, lower):
     python, fast, _ = tokenizers[lower]
@@ -183,6 +186,7 @@ def _imdb_texts(shared_data, limit=None) -> list[str]:
                 zip(range(limit if limit is not None else 10**9), f)]
 
 
+@pytest.mark.long
 def test_imdb_reviews_match(tokenizers, shared_data):
     texts = _imdb_texts(shared_data, 500)
     for lower in (True, False):

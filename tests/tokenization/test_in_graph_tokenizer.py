@@ -150,6 +150,7 @@ def _graph_ops(saved_model_dir) -> set[str]:
     return ops
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("mode", ["fast", "exact"])
 def test_saved_model_round_trip(original_fixtures, uncased, tmp_path, mode):
     python, _ = uncased[True]

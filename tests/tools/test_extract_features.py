@@ -35,6 +35,7 @@ def _run_tool(tmp_path, original_fixtures, extra=(), vocab=None):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.long
 def test_matches_recomputation(tmp_path, original_fixtures):
     proc = _run_tool(tmp_path, original_fixtures)
     assert proc.returncode == 0, proc.stderr[-3000:]

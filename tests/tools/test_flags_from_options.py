@@ -192,7 +192,7 @@ def _run(*args: str) -> subprocess.CompletedProcess:
                            *args], capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=300)
 
 
-@pytest.mark.e2e
+@pytest.mark.long
 def test_user_error_is_one_line_and_verbose_shows_the_traceback(tmp_path):
     """Also: the TPU flags are accepted, --config is --flagfile, TF's C++ start-up log is off."""
     flagfile = tmp_path / "task.flags"

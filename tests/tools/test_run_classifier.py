@@ -70,7 +70,7 @@ def _read_eval(path: pathlib.Path) -> dict:
                                      path.read_text().splitlines())}
 
 
-@pytest.mark.e2e
+@pytest.mark.long
 def test_classification_train_eval_predict_then_predict_from_checkpoint(tmp_path, model_files):
     config, vocab = model_files
     data_dir, out = tmp_path / "sst2", tmp_path / "out"
@@ -133,6 +133,7 @@ def test_classification_train_eval_predict_then_predict_from_checkpoint(tmp_path
     assert abs(padded["eval_loss"] - results["eval_loss"]) < 1e-5
 
 
+@pytest.mark.long
 def test_stsb_regression(tmp_path, model_files):
     config, vocab = model_files
     data_dir, out = tmp_path / "stsb", tmp_path / "out"

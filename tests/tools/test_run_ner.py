@@ -91,7 +91,7 @@ def data(tmp_path):
     return folder
 
 
-@pytest.mark.e2e
+@pytest.mark.long
 def test_run_ner_train_eval_predict_and_reload(tmp_path, data):
     config, vocab = _tiny_model(tmp_path)
     out = tmp_path / "out"
@@ -185,7 +185,7 @@ def test_run_ner_feature_based_keeps_bert_frozen(tmp_path, data):
     assert (out / "eval_predictions.txt").read_text() == first
 
 
-@pytest.mark.e2e
+@pytest.mark.long
 def test_bad_input_is_named(tmp_path, data):
     config, vocab = _tiny_model(tmp_path)
     common = [f"--bert_config_file={config}", f"--vocab_file={vocab}",

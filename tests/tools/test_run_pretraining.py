@@ -13,7 +13,7 @@ from bert_tf.training.pretraining_loop import PretrainingTrainer, TrainerOptions
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-@pytest.mark.e2e
+@pytest.mark.long
 def test_train_eval_export(tmp_path, original_fixtures):
     out = tmp_path / "out"
     cmd = [sys.executable, os.path.join(ROOT, "tools", "run_pretraining.py"),

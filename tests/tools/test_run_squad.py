@@ -64,7 +64,7 @@ def _run(args: list[str]) -> subprocess.CompletedProcess:
                           env=env, cwd=PROJECT_ROOT, timeout=300)
 
 
-@pytest.mark.e2e
+@pytest.mark.long
 def test_run_squad_v1_train_predict_and_reload(tmp_path, tiny_model, shared_data):
     config, vocab = tiny_model
     dev = shared_data / "squad" / "dev-v1.1.json"
@@ -99,6 +99,7 @@ def test_run_squad_v1_train_predict_and_reload(tmp_path, tiny_model, shared_data
     assert (out / "model.ckpt-3.index").exists() and (out / "model.ckpt-5.index").exists()
 
 
+@pytest.mark.long
 def test_run_squad_v2_outputs_null_odds_and_threshold(tmp_path, tiny_model, shared_data):
     config, vocab = tiny_model
     dev = shared_data / "squad" / "dev-v2.0.reconstructed.json"
@@ -145,7 +146,7 @@ def test_run_squad_v2_outputs_null_odds_and_threshold(tmp_path, tiny_model, shar
             assert a["start_logit"] == pytest.approx(b["start_logit"], abs=1e-4)
 
 
-@pytest.mark.e2e
+@pytest.mark.long
 def test_bad_answer_names_the_question(tmp_path, tiny_model):
     config, vocab = tiny_model
     context = "The Huguenots arrived in 1685."

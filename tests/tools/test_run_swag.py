@@ -56,7 +56,7 @@ def _predictions(path: pathlib.Path) -> tuple[list[str], list[list[str]]]:
     return lines[0].split("\t"), [line.split("\t") for line in lines[1:]]
 
 
-@pytest.mark.e2e
+@pytest.mark.long
 def test_run_swag_train_eval_predict_and_reload(tmp_path):
     config, vocab = _tiny_model(tmp_path)
     out = tmp_path / "out"
@@ -100,6 +100,7 @@ def test_run_swag_train_eval_predict_and_reload(tmp_path):
     assert again["eval"]["acc"] == pytest.approx(metrics["acc"])
 
 
+@pytest.mark.long
 def test_bad_input_is_named(tmp_path):
     config, vocab = _tiny_model(tmp_path)
     bad = tmp_path / "bad.csv"

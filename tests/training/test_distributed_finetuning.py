@@ -41,7 +41,7 @@ def test_one_device_run_trains_with_dropout(one_device):
     assert one_device[-1]["loss"] < one_device[0]["loss"]
 
 
-@pytest.mark.e2e
+@pytest.mark.long
 def test_mirrored_two_replicas_equals_one_device(original_fixtures, shared_data, tmp_path,
                                                  one_device):
     mirrored = _run(original_fixtures, shared_data, "mirrored", tmp_path / "mirrored", 2)
@@ -49,7 +49,7 @@ def test_mirrored_two_replicas_equals_one_device(original_fixtures, shared_data,
     assert os.path.exists(tmp_path / "mirrored" / "model.ckpt-6.index")
 
 
-@pytest.mark.e2e
+@pytest.mark.long
 def test_multi_worker_two_processes_agree(original_fixtures, shared_data, tmp_path, one_device,
                                           local_workers):
     workers = local_workers
@@ -107,6 +107,7 @@ for model, batch in ((outside, 8), (None, 7)):
 """
 
 
+@pytest.mark.long
 def test_early_errors_under_a_strategy(tmp_path):
     """A model built outside the strategy's scope, and a global batch the replicas cannot share,
     are one clear error each, before anything is written."""

@@ -58,6 +58,7 @@ def test_step_counts_as_the_original():
         num_train_and_warmup_steps(10, 32, 1.0, 0.1)
 
 
+@pytest.mark.long
 def test_loss_falls_checkpoints_rotate_and_reload(tmp_path):
     model = make_classifier()
     arrays = toy_arrays(64)
@@ -92,6 +93,7 @@ def test_loss_falls_checkpoints_rotate_and_reload(tmp_path):
     assert (logits.argmax(-1) == arrays["label_ids"]).mean() > 0.9
 
 
+@pytest.mark.long
 def test_predict_keeps_order_and_last_partial_batch():
     model = make_classifier()
     arrays = toy_arrays(11)
@@ -125,6 +127,7 @@ def test_init_from_savedmodel_equals_init_from_checkpoint(tmp_path):
     np.testing.assert_array_equal(a["output_weights"], b["output_weights"])  # head untouched
 
 
+@pytest.mark.long
 def test_wrong_size_init_names_file_and_variable(tmp_path):
     from bert_tf.export.encoder import export_encoder_savedmodel
 
@@ -173,6 +176,7 @@ class _EncoderPlusDense(keras.Model):
         return self
 
 
+@pytest.mark.long
 def test_other_task_models_get_original_encoder_names(tmp_path):
     keras.utils.set_random_seed(3)
     encoder = BertEncoder(tiny_config()).build_from_config_shapes()
@@ -206,6 +210,7 @@ def _checkpoint_tensors(prefix: str) -> dict[str, np.ndarray]:
     return read_checkpoint(prefix)
 
 
+@pytest.mark.long
 def test_interrupted_run_resumes_bit_identical(tmp_path):
     """Dropout 0.1: a run stopped after its step-3 checkpoint (here by a NaN at step 5) and
     started again with the same output_dir continues exactly: the final checkpoint (weights,

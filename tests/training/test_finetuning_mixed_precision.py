@@ -117,6 +117,7 @@ def _write_sst2(data_dir, n_train=64, n_dev=16, n_test=8):
         f"{i}\t{sentence(i % 2 == 1)}\n" for i in range(n_test)), encoding="utf-8")
 
 
+@pytest.mark.long
 def test_run_classifier_in_mixed_bfloat16(tmp_path, original_fixtures):
     from bert_tf.tasks.classifier import ClassifierRunOptions, run_classifier
 

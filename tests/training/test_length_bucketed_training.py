@@ -64,6 +64,7 @@ def _max_weight_difference(a_prefix: str, b_prefix: str) -> float:
                if np.size(a[n]) else 0.0 for n in a)
 
 
+@pytest.mark.long
 def test_mrpc_bert_cut_batches_equal_padded_with_dropout(mrpc_bert, tmp_path):
     arrays, make_model = mrpc_bert
     lengths = example_lengths(arrays["input_mask"])
@@ -170,6 +171,7 @@ def test_gpt_similarity_cut_batches_equal_padded_with_dropout(mrpc_bert, tmp_pat
     assert weight_diff < WEIGHT_TOLERANCE
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("task", ["multiple_choice", "token_classification"])
 def test_choice_and_token_models_cut_batches_equal_padded(tmp_path, task):
     """[N, C, S] choices (flattened to [N·C, L] inside the model) and per-token labels [N, S]

@@ -18,7 +18,7 @@ from bert_tf.training.finetuning import init_model
 WORKER = os.path.join(os.path.dirname(__file__), "_pretrain_worker.py")
 
 
-@pytest.mark.e2e
+@pytest.mark.long
 def test_intermediate_pretraining_checkpoints_start_fine_tuning(original_fixtures, tmp_path):
     out = tmp_path / "pretrain"
     env = dict(os.environ, BERT_TF_FIXTURES=str(original_fixtures), TF_CPP_MIN_LOG_LEVEL="2")

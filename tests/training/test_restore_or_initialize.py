@@ -76,7 +76,7 @@ def _assert_same(a: dict, b: dict) -> None:
         np.testing.assert_array_equal(a[name], b[name], err_msg=name)
 
 
-@pytest.mark.e2e
+@pytest.mark.long
 def test_a_new_trainer_restores_and_continues_as_the_uninterrupted_run(tmp_path):
     keras.utils.set_random_seed(1)
     full = _bert_trainer(tmp_path / "full").train(_bert_batches)

@@ -33,7 +33,7 @@ def test_learning_rate_and_progress(uninterrupted):
     assert uninterrupted[-1]["masked_lm_loss"] < uninterrupted[0]["masked_lm_loss"]
 
 
-@pytest.mark.e2e
+@pytest.mark.long
 def test_mirrored_two_replicas_equals_one_device(original_fixtures, tmp_path, uninterrupted):
     mirrored = _run(original_fixtures, "mirrored", tmp_path / "mirrored", 6, 2)
     for a, b in zip(uninterrupted, mirrored):
@@ -41,7 +41,7 @@ def test_mirrored_two_replicas_equals_one_device(original_fixtures, tmp_path, un
             assert b[key] == pytest.approx(a[key], abs=1e-5), (a["step"], key)
 
 
-@pytest.mark.e2e
+@pytest.mark.long
 def test_resume_after_checkpoint_matches(original_fixtures, tmp_path, uninterrupted):
     out = tmp_path / "resumed"
     first = _run(original_fixtures, "one_device", out, 3)
@@ -65,7 +65,7 @@ def uninterrupted_dropout(original_fixtures, tmp_path_factory):
     return out, _run(original_fixtures, "one_device", out, 6, dropout=0.1)
 
 
-@pytest.mark.e2e
+@pytest.mark.long
 def test_resume_with_dropout_is_bit_identical(original_fixtures, tmp_path, uninterrupted_dropout):
     """Dropout 0.1 (every real config): the dropout streams are in the training checkpoint, so a
     new process resuming at step 3 draws the masks the uninterrupted run drew."""
@@ -84,7 +84,7 @@ def test_resume_with_dropout_is_bit_identical(original_fixtures, tmp_path, unint
         np.testing.assert_array_equal(a[name], b[name], err_msg=name)
 
 
-@pytest.mark.e2e
+@pytest.mark.long
 def test_mirrored_resume_with_dropout_tracks_one_device(original_fixtures, tmp_path, uninterrupted,
                                                         uninterrupted_dropout):
     """The dropout run really drops (losses differ from the no-dropout run); two mirrored
@@ -100,7 +100,7 @@ def test_mirrored_resume_with_dropout_tracks_one_device(original_fixtures, tmp_p
         assert b["loss"] == pytest.approx(a["loss"], abs=1e-5), a["step"]
 
 
-@pytest.mark.e2e
+@pytest.mark.long
 def test_leftover_temporaries_of_a_killed_run_are_removed(original_fixtures, tmp_path):
     out = tmp_path / "left"
     _run(original_fixtures, "one_device", out, 3)
@@ -117,7 +117,7 @@ def test_leftover_temporaries_of_a_killed_run_are_removed(original_fixtures, tmp
     assert (out / "training_checkpoints" / "ckpt-3.index").exists()
 
 
-@pytest.mark.e2e
+@pytest.mark.long
 @pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
 def test_mixed_precision_tracks_float32(original_fixtures, tmp_path, uninterrupted, policy):
     mixed = _run(original_fixtures, "one_device", tmp_path / policy, 3, policy=policy)
@@ -128,7 +128,7 @@ def test_mixed_precision_tracks_float32(original_fixtures, tmp_path, uninterrupt
         assert b["learning_rate"] == pytest.approx(a["learning_rate"], abs=1e-9)
 
 
-@pytest.mark.e2e
+@pytest.mark.long
 def test_multi_worker_two_processes_agree(original_fixtures, tmp_path, uninterrupted,
                                           local_workers):
     workers = local_workers
