@@ -1,4 +1,4 @@
-"""Fine-tune BERT on a GLUE task (or XNLI, IMDb): the original run_classifier.py.
+"""Fine-tune BERT on a GLUE task (or XNLI, IMDb, your own files): the original run_classifier.py.
 
   python tools/run_classifier.py --task_name=MRPC --do_train=true --do_eval=true \
     --data_dir=$GLUE_DIR/MRPC --vocab_file=$BERT_BASE_DIR/vocab.txt \
@@ -8,7 +8,9 @@
 
 The paper's settings per task are flagfiles: `--flagfile=official_configs/tasks/mrpc.flags`
 (or `--config=...`). Writes checkpoints, eval_results.txt, test_results.tsv and the GLUE
-submission file <TASK>.tsv. See docs/classifier.md.
+submission file <TASK>.tsv. Your own csv/tsv/jsonl files: --task_name=csv --train_file=...
+--dev_file=... --test_file=... --text_a_column=... --label_column=... (labels.json holds the
+label set). See docs/classifier.md.
 
 The tool is `bert_tf.cli.run_classifier` (console script `bert-tf-run-classifier`); see docs/cli.md.
 """

@@ -19,6 +19,10 @@ Outputs in `output_dir`:
     STS-B). With MNLI, `AX.tsv` too when the GLUE diagnostic file is found (see
     `ClassifierRunOptions.diagnostic_file`).
 
+Your own data: `--task_name=csv|tsv|jsonl` reads your files with the columns named by flags
+(`bert_tf.tasks.own_data`); the label set comes from the training file and is written to
+`labels.json`.
+
 Where this differs from the original (documented in docs/classifier.md): training examples are
 shuffled once with `seed` before the (100-example-buffer) input shuffle, so that files sorted by
 label (IMDb) train properly; STS-B (regression, mean squared error), SST-2, QQP, QNLI, RTE, WNLI
@@ -125,6 +129,9 @@ def validate_options(opts: ClassifierRunOptions, config=None) -> None:
     if not own:
         glue.canonical_task_name(opts.task_name)
         own_data.check_unused_flags(opts)
+    elif getattr(opts, "tfds_data_dir", None):
+        raise UserInputError(f"--tfds_data_dir does not apply to --task_name={opts.task_name} "
+                             "(your own files: --train_file/--dev_file/--test_file or --data_dir)")
     check_common_options(opts, config)
     if opts.do_train and not opts.learning_rate > 0:
         raise UserInputError(f"--learning_rate must be positive, got {opts.learning_rate}")
@@ -400,7 +407,8 @@ def run_classifier(opts: ClassifierRunOptions) -> dict:
                                     length_bucketing=opts.length_bucketing)["logits"]
             labels = arrays["label_ids"]
             predictions = logits[:, 0] if regression else logits.argmax(axis=-1)
-            metrics = {k: float(v) for k, v in glue_metrics(metrics_task, predictions, labels).items()}
+            metrics = {k: float(v)
+                       for k, v in glue_metrics(metrics_task, predictions, labels).items()}
             metrics.update(original_eval_metrics(
                 per_example_losses(logits, labels, regression), opts.eval_batch_size,
                 None if regression else predictions == labels))

@@ -252,12 +252,14 @@ class OwnDataProcessor(DataProcessor):
                                 f"{self.labels}")
         return value
 
-    def read_label_set(self, examples: list[InputExample]) -> list[str]:
+    def read_label_set(self, examples: list[InputExample], path: str = "the training file"
+                       ) -> list[str]:
         """Sets and returns `labels`: the sorted distinct labels of the training examples."""
         labels = sorted({e.label for e in examples})
         if len(labels) < 2:
-            raise GlueDataError(f"the training file has {len(labels)} distinct label(s) {labels}; classification "
-                                "needs at least 2 (numbers? use --task_type=regression)")
+            raise GlueDataError(f"{path}: {len(labels)} distinct label(s) "
+                                f"{labels}; classification needs at least 2 (numbers? use "
+                                "--task_type=regression)")
         self.labels = labels
         return labels
 
@@ -269,7 +271,7 @@ class OwnDataProcessor(DataProcessor):
             raise GlueDataError(f"--task_name={self.fmt} needs --label_column for training")
         examples = self.read_split(path, "train")
         if not self.regression:
-            self.read_label_set(examples)
+            self.read_label_set(examples, path)
         return examples
 
     def get_dev_splits(self, data_dir: str | None, dev_file: str | None = None
@@ -345,5 +347,6 @@ def write_labels(processor: OwnDataProcessor, output_dir: str) -> str | None:
     return path
 
 
-__all__ = ["OWN_DATA_TASKS", "OwnDataOptions", "OwnDataProcessor", "check_unused_flags", "is_own_data_task",
-           "processor_from_options", "read_saved_labels", "resolve_labels", "write_labels"]
+__all__ = ["OWN_DATA_TASKS", "OwnDataOptions", "OwnDataProcessor", "check_unused_flags",
+           "is_own_data_task", "processor_from_options", "read_saved_labels", "resolve_labels",
+           "write_labels"]

@@ -291,3 +291,13 @@ def test_labels_json_travels_into_the_export_options(tmp_path):
     (run / "labels.json").unlink()
     with pytest.raises(UserInputError, match="--num_labels or --label_list is required"):
         exporter.validate_options(exporter.ExportOptions(**{**vars(opts), "label_list": None}))
+
+
+def test_one_label_and_tfds_with_own_data_are_refused(tmp_path):
+    _write_csv(tmp_path / "train.csv", ["text", "label"], [("a", "pos"), ("b", "pos")])
+    with pytest.raises(GlueDataError, match=r"train\.csv: 1 distinct label\(s\) \['pos'\]; "
+                                            "classification needs at least 2"):
+        own_data.OwnDataProcessor("csv", "text", None, "label").get_train_examples(str(tmp_path))
+    with pytest.raises(UserInputError, match="--tfds_data_dir does not apply to --task_name=csv"):
+        classifier.run_classifier(_options(tmp_path, tfds_data_dir=str(tmp_path)))
+    assert not (tmp_path / "out").exists()
