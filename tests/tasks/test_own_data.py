@@ -1,7 +1,7 @@
 """Own data for run_classifier (`--task_name=csv|tsv|jsonl`, bert_tf.tasks.own_data): csv with a
 header, quoted commas in the text and in a column name, string labels (sorted into labels.json);
 tsv by index without header; jsonl; regression; one-line errors for bad rows and unseen labels,
-and nothing written to output_dir. End to end (`e2e`): tools/run_classifier.py on a csv of real
+and nothing written to output_dir. End to end (`long`): tools/run_classifier.py on a csv of real
 SST-2 rows and on a regression csv of real STS-B rows, with a tiny random BERT."""
 from __future__ import annotations
 
