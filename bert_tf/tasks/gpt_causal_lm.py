@@ -193,7 +193,8 @@ class GptCausalLM(keras.Model):
         `_delimiter_`, `_classify_` = n_vocab, n_vocab+1, n_vocab+2 for 3 specials).
       tokenizer: a `bert_tf.tokenization.gpt_text_encoder.TextEncoder` for text in and out
         (None: token ids only). Not saved in a `.keras` file; `save_pretrained` copies its files.
-      jit_compile: XLA-compile the generation loop.
+      jit_compile: XLA-compile the generation loop: True, False, or "auto" (XLA for models of
+        10M parameters or more, e.g. the released one; `bert_tf.gpt.generation`).
 
     Attributes: `transformer` (a `GptModel` without classifier), `config`, `tokenizer`,
     `special_token_ids`, `generator` (the `GptGenerator`).
@@ -204,7 +205,7 @@ class GptCausalLM(keras.Model):
 
     def __init__(self, config: GptConfig | Mapping[str, Any],
                  special_token_ids: Mapping[str, int] | None = None, tokenizer: Any = None,
-                 jit_compile: bool = False, **kwargs):
+                 jit_compile: bool | str = "auto", **kwargs):
         super().__init__(**kwargs)
         self.config = config if isinstance(config, GptConfig) else GptConfig.from_dict(config)
         self.transformer = GptModel(self.config, classifier=False, name="transformer")
@@ -377,7 +378,7 @@ class GptCausalLM(keras.Model):
                         encoder_path: str | os.PathLike | None = None,
                         bpe_path: str | os.PathLike | None = None,
                         special_rows_seed: int | None = None, with_tokenizer: bool = True,
-                        jit_compile: bool = False) -> "GptCausalLM":
+                        jit_compile: bool | str = "auto") -> "GptCausalLM":
         """A `GptCausalLM` from any of the layouts of the module docstring.
 
         Args:
@@ -388,7 +389,7 @@ class GptCausalLM(keras.Model):
           special_rows_seed: draws the special-token rows when no `special_rows.npy` exists
             (default: the config.json's `seed`, else 42).
           with_tokenizer: False: ids only (the BPE files are not looked for).
-          jit_compile: XLA-compile the generation loop.
+          jit_compile: XLA-compile the generation loop (True, False, "auto").
         """
         name = os.fspath(path_or_preset)
         explicit = None
@@ -451,13 +452,13 @@ class GptCausalLM(keras.Model):
         return model
 
     @classmethod
-    def _from_keras_file(cls, path: str, jit_compile: bool) -> "GptCausalLM":
+    def _from_keras_file(cls, path: str, jit_compile: bool | str) -> "GptCausalLM":
         try:
             loaded = keras.models.load_model(path)
         except (OSError, ValueError) as e:
             raise UserInputError(f"cannot load the Keras model file {path}: {e}") from e
         if isinstance(loaded, cls):
-            loaded.generator.jit_compile = jit_compile
+            loaded.generator = GptGenerator(loaded.transformer, jit_compile=jit_compile)
             return loaded
         transformer = getattr(loaded, "transformer", loaded)
         if not isinstance(transformer, GptModel):
@@ -580,7 +581,8 @@ class GenerateOptions(_ModelOptions):
                                         "names (_classify_) or BPE pieces ('.', '\\n').")
     allow_special: bool = option(False, "Let the sampler propose special tokens.")
     batch_size: int = option(8, "Prompts per generation call.")
-    jit_compile: bool = option(False, "XLA-compile the generation loop.")
+    jit_compile: str = option("auto", "XLA-compile the generation loop (auto: for models of "
+                                      "10M parameters or more).", choices=["auto", "true", "false"])
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -595,7 +597,7 @@ class ScoreOptions(_ModelOptions):
     batch_size: int = option(4, "Windows per forward pass.")
 
 
-def _load_for_tool(opts: _ModelOptions, needs_tokenizer: bool, jit_compile: bool = False
+def _load_for_tool(opts: _ModelOptions, needs_tokenizer: bool, jit_compile: bool | str = "auto"
                    ) -> GptCausalLM:
     model = GptCausalLM.from_pretrained(opts.model, config=opts.gpt_config_file,
                                         encoder_path=opts.encoder_path, bpe_path=opts.bpe_path,

@@ -295,3 +295,18 @@ def test_seeded_sampling_is_reproducible_across_processes(lm, tmp_path):
     here = [lm.generate(PROMPTS, max_new_tokens=10, sampler=s, seed=5, top_k=4, temperature=1.3)
             for s in ("random", "top_k", "top_p")]
     assert runs[0] == here
+
+
+@pytest.mark.slow  # ~20-40 s of XLA compiling on 2 shared cores
+def test_xla_compiled_loop_gives_the_graph_loops_tokens(lm):
+    """jit_compile=True (the default, "auto", for models of 10M parameters or more): the same
+    greedy tokens and step logits as the plain graph loop, up to float rounding."""
+    from bert_tf.gpt.generation import GptGenerator
+
+    xla = GptGenerator(lm.transformer, jit_compile=True)
+    assert xla.jit_compile and not lm.generator.jit_compile
+    ours = xla.generate(PROMPTS, max_new_tokens=8, return_step_logits=True)
+    graph = lm.generator.generate(PROMPTS, max_new_tokens=8, return_step_logits=True)
+    assert ours.sequences == graph.sequences
+    for a, b in zip(ours.step_logits, graph.step_logits):
+        np.testing.assert_allclose(a, b, rtol=0, atol=ATOL_STEP_LOGITS)
