@@ -11,16 +11,17 @@ once: build, one untimed warm-up call that traces/compiles, then --repeats timed
 figure is the median):
   bert_tf_cache   : `GptGenerator.generate` (bert_tf.gpt.generation): prefill of the prompt, then
                     one [batch, 1] forward per new token with the key/value cache, the whole loop
-                    one tf.function (--jit 1: XLA-compiled); bert_tf's .venv.
+                    one tf.function; bert_tf's .venv.
+  bert_tf_cache_xla: the same, jit_compile=True (the loop XLA-compiled).
   bert_tf_nocache : the loop without a cache: at each step a full forward of the sequence so far
                     (one tf.function over [batch, None]) and the next-token row of the tied head.
   kerashub        : keras_hub.models.GPT2CausalLM(GPT2Backbone(vocabulary_size = 40,478 + 3,
                     12 layers, 12 heads, 768, 3072, max_sequence_length 512), preprocessor=None)
                     .generate({"token_ids", "padding_mask"}, stop_token_ids=None) with the greedy
                     sampler (keras-hub's own KV-cache loop; XLA as its compile() default, or
-                    --jit), in the keras-hub peer venv ($BENCH_VENVS/kh, default /work/venvs/kh,
-                    made as ../shared/bench-peers/README.md says). Skipped, and said so, when
-                    that venv or keras_hub is missing.
+                    --kerashub_jit), in the keras-hub peer venv ($BENCH_VENVS/kh, default
+                    /work/venvs/kh, made as ../shared/bench-peers/README.md says). Skipped, and
+                    said so, when that venv or keras_hub is missing.
 tokens/s = batch x new tokens / time of one generate call (prefill included).
 stdout: one JSON object (with the CPU, bench/host.py); progress on stderr.
 """
@@ -70,8 +71,8 @@ def worker_bert_tf(args) -> dict:
     config = GptConfig(**SIZE)
     model = GptModel(config, classifier=False)
     prompts = _prompts(args.batch, args.prompt_len, config.n_vocab)
-    if args.impl == "bert_tf_cache":
-        generator = GptGenerator(model, jit_compile=bool(args.jit))
+    if args.impl in ("bert_tf_cache", "bert_tf_cache_xla"):
+        generator = GptGenerator(model, jit_compile=args.impl == "bert_tf_cache_xla")
 
         def run():
             out = generator.generate(prompts.tolist(), max_new_tokens=args.new_tokens)
@@ -88,11 +89,15 @@ def worker_bert_tf(args) -> dict:
             logits = tf.matmul(hidden[:, -1], model.embedding.we[:table_rows], transpose_b=True)
             return tf.argmax(logits, -1, output_type=tf.int32)
 
-        def run():
+        def run(new_tokens=args.new_tokens):
             ids = tf.constant(prompts)
-            for _ in range(args.new_tokens):
+            for _ in range(new_tokens):
                 ids = tf.concat([ids, next_token(ids)[:, None]], axis=1)
             return ids.numpy().tolist()
+
+        # one trace serves every length ([batch, None]): the warm-up needs only two tokens
+        return _time(run, args, {"tensorflow": tf.__version__, "keras": keras.__version__},
+                     warmup=lambda: run(2))
 
     return _time(run, args, {"tensorflow": tf.__version__, "keras": keras.__version__})
 
@@ -128,9 +133,9 @@ def worker_kerashub(args) -> dict:
     return result
 
 
-def _time(run, args, versions) -> dict:
+def _time(run, args, versions, warmup=None) -> dict:
     start = time.perf_counter()
-    run()
+    (warmup or run)()
     warmup_s = time.perf_counter() - start
     times = []
     for _ in range(args.repeats):
@@ -147,8 +152,7 @@ def _time(run, args, versions) -> dict:
 def run_worker(impl: str, batch: int, args, python: str) -> dict | None:
     cmd = [python, os.path.abspath(__file__), "--worker", impl, "--batch", str(batch),
            "--prompt_len", str(args.prompt_len), "--new_tokens", str(args.new_tokens),
-           "--repeats", str(args.repeats), "--jit", str(args.jit if impl != "kerashub"
-                                                         else args.kerashub_jit)]
+           "--repeats", str(args.repeats), "--jit", str(args.kerashub_jit)]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
     log(f"{impl} batch {batch} ...")
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.timeout_s)
@@ -167,10 +171,11 @@ def main() -> None:
     parser.add_argument("--prompt_len", type=int, default=32)
     parser.add_argument("--new_tokens", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--jit", type=int, default=0, help="bert_tf_cache: XLA-compile the loop")
+    parser.add_argument("--jit", type=int, default=-1, help=argparse.SUPPRESS)
     parser.add_argument("--kerashub_jit", type=int, default=-1,
                         help="keras-hub: -1 its compile() default, 0 off, 1 on")
-    parser.add_argument("--impls", default="bert_tf_cache,kerashub,bert_tf_nocache")
+    parser.add_argument("--impls", default="bert_tf_cache,bert_tf_cache_xla,kerashub,"
+                                           "bert_tf_nocache")
     parser.add_argument("--venvs", default=DEFAULT_VENVS)
     parser.add_argument("--timeout_s", type=float, default=3600)
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
@@ -200,14 +205,13 @@ def main() -> None:
     ratios = {}
     for batch in {r["batch"] for r in results}:
         by = {r["impl"]: r.get("tokens_per_s") for r in results if r["batch"] == batch}
-        if by.get("bert_tf_cache"):
+        for ours in ("bert_tf_cache", "bert_tf_cache_xla"):
             for other in ("kerashub", "bert_tf_nocache"):
-                if by.get(other):
-                    ratios[f"batch{batch}_cache_vs_{other}"] = round(
-                        by["bert_tf_cache"] / by[other], 2)
+                if by.get(ours) and by.get(other):
+                    ratios[f"batch{batch}_{ours}_vs_{other}"] = round(by[ours] / by[other], 2)
     summary = {"bench": "bench_gpt_generate", "date": datetime.date.today().isoformat(),
                "size": SIZE, "prompt_len": args.prompt_len, "new_tokens": args.new_tokens,
-               "sampler": "greedy", "precision": "float32", "jit_bert_tf": args.jit,
+               "sampler": "greedy", "precision": "float32",
                "repeats": args.repeats, "host": cpu_description(),
                "load_average_at_end": os.getloadavg(), "results": results, "ratios": ratios,
                "skipped": skipped}
