@@ -1,0 +1,94 @@
+"""The verdict code on synthetic cells (bert_tf/studies/statistics.py): a known effect is found,
+a null is not, Holm's correction turns a borderline claim inconclusive, the metrics recomputed
+on resamples are the tasks' own. Synthetic, no training: a few seconds."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bert_tf.studies.statistics import (Claim, PerExample, StatisticsError, holm,
+                                        judge_claims, paired_bootstrap, verdict)
+
+N = 800
+
+
+def _cells(rate: float, seed: int, pre_seeds=(1, 2), ft_seeds=(1, 2, 3), shift=0.0):
+    """Correct/incorrect dev answers of a model whose accuracy is `rate` (+ a per-pretraining-
+    seed shift), the example difficulty shared by every model (so the comparison is paired)."""
+    difficulty = np.random.default_rng(0).uniform(size=N)
+    out = {}
+    for p in pre_seeds:
+        rng = np.random.default_rng(1000 * seed + p)
+        r = rate + shift * (p - 1.5)
+        out[p] = [PerExample("correct", values=(difficulty + rng.normal(0, .15, N)
+                                                < r).astype(np.int8)) for _ in ft_seeds]
+    return out
+
+
+def test_a_known_effect_is_found_and_a_null_is_not():
+    cells = {("big", "SST-2"): _cells(0.80, 1), ("small", "SST-2"): _cells(0.70, 2),
+             ("same", "SST-2"): _cells(0.70, 3)}
+    claims = [Claim("effect", "s", "SST-2", "big", "small", 5.0),
+              Claim("reversed", "s", "SST-2", "small", "big", 5.0),
+              Claim("none", "s", "SST-2", "same", "small", 5.0)]
+    got = {r["name"]: r for r in judge_claims(claims, cells, replicates=500)}
+    assert got["effect"]["verdict"] == "holds"
+    assert got["effect"]["ci_low"] > 5 and got["effect"]["ci_high"] < 15
+    assert got["reversed"]["verdict"] == "reversed"
+    assert got["none"]["verdict"] == "inconclusive"
+    assert got["none"]["ci_low"] < 0 < got["none"]["ci_high"]
+
+
+def test_expected_null_is_an_interval_against_the_paper():
+    cells = {("a", "NER"): _cells(0.70, 1), ("b", "NER"): _cells(0.70, 2),
+             ("c", "NER"): _cells(0.85, 3)}
+    null = Claim("nsp", "t", "NER", "a", "b", 0.3, expected_null=True)
+    far = Claim("far", "t", "NER", "c", "b", 0.3, expected_null=True)
+    got = {r["name"]: r for r in judge_claims([null, far], cells, replicates=500)}
+    assert got["nsp"]["verdict"] in ("holds", "inconclusive")  # never an ordering
+    assert "p_holm" not in got["nsp"]
+    assert got["far"]["verdict"] == "differs"
+
+
+def test_holm_changes_a_borderline_claim():
+    assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    claim = Claim("x", "s", "c", "a", "b", 1.0)
+    test = {"diff": 1.2, "p": 0.03, "ci_low": 0.1, "ci_high": 2.3}
+    assert verdict(claim, test) == "holds"
+    assert verdict(claim, test, p_adjusted=holm([0.03, 0.04, 0.045])[0]) == "inconclusive"
+
+
+def test_a_claim_whose_better_side_is_not_learned_is_inconclusive():
+    cells = {("a", "c"): _cells(0.8, 1), ("b", "c"): _cells(0.6, 2)}
+    got = judge_claims([Claim("x", "s", "c", "a", "b", 3.0)], cells,
+                       gate_passed={("a", "c"): False}, replicates=100)[0]
+    assert got["verdict"] == "inconclusive" and got["reason"].startswith("not learned")
+    got = judge_claims([Claim("x", "s", "c", "a", "b", 3.0)], cells,
+                       gate_passed={("b", "c"): False}, replicates=100)[0]
+    assert got["verdict"] == "holds"  # a worse side that learned nothing is still worse
+
+
+def test_metrics_are_the_tasks_own_and_round_trip():
+    from sklearn.metrics import matthews_corrcoef
+
+    rng = np.random.default_rng(3)
+    pred, gold = rng.integers(0, 2, 300), rng.integers(0, 2, 300)
+    cell = PerExample("mcc", pred=pred, gold=gold)
+    assert cell.metric() == pytest.approx(100 * matthews_corrcoef(gold, pred))
+    x, y = rng.normal(size=300), rng.normal(size=300)
+    assert PerExample("pearson", pred=x, gold=y).metric() == pytest.approx(
+        100 * np.corrcoef(x, y)[0, 1])
+    counts = np.array([[1, 2, 1], [0, 1, 1], [2, 2, 2]])
+    assert PerExample("f1_counts", counts=counts).metric() == pytest.approx(
+        200 * 3 / (5 + 4))
+    back = PerExample.from_json(cell.to_json())
+    assert back.metric() == pytest.approx(cell.metric())
+    with pytest.raises(StatisticsError, match="kind"):
+        PerExample("auc")
+
+
+def test_different_dev_sets_are_refused():
+    a = {1: [PerExample("correct", values=np.ones(10, np.int8))]}
+    b = {1: [PerExample("correct", values=np.ones(11, np.int8))]}
+    with pytest.raises(StatisticsError, match="same dev set"):
+        paired_bootstrap(a, b, replicates=10)
