@@ -1,4 +1,4 @@
-"""CoNLL-2003 named-entity recognition with BERT: reading the column files, WordPiece features with
+"""Named-entity recognition (CoNLL-2003, or your own CoNLL-format files and tag set) with BERT: reading the column files, WordPiece features with
 first-sub-token labels, the masked token loss, mapping predictions back to words, and the conlleval
 files and scores.
 
@@ -14,9 +14,13 @@ Decisions (the original release has no NER script; the paper, section 5.3, says 
 sub-token's representation feeds the token classifier and that the input includes the maximal
 document context the data provide):
   * Tags are used as the files have them (IOB1 for the raw CoNLL-2003 files); conlleval scores
-    IOB1 and IOB2 alike. The label list is the nine CoNLL-2003 tags (`CONLL2003_LABELS`) followed
-    by any other tag of the training file (sorted); it is written to `label_list.txt` in the
-    output directory and read back by later evaluation / prediction runs.
+    IOB1 and IOB2 alike. The label list (`training_label_list`) is the nine CoNLL-2003 tags
+    (`CONLL2003_LABELS`) when the training file uses only those; a tag set of your own (no
+    CoNLL-2003 entity tag) is the training file's tags, sorted; `--label_list` names the tags
+    (or `train`: all of the file's, sorted). CoNLL-2003 tags mixed with others is an error (a
+    typo such as `B-FOO`). The list is written to `label_list.txt` in the output directory and
+    read back by later evaluation / prediction runs; a dev/test tag outside it is an error
+    naming file and line.
   * By default the input is one sentence at a time. With `document_context` (the paper's
     "maximal document context"), the window around a sentence is filled with the WordPiece
     tokens of the sentences before and after it in the same `-DOCSTART-` document, the sentence
@@ -36,14 +40,17 @@ from bert_tf.tasks.ner.features import (NerFeature, convert_sentences_to_feature
                                         document_context_window, features_to_arrays,
                                         tokenize_words)
 from bert_tf.tasks.ner.reading import (CONLL2003_LABELS, DOCSTART, IGNORE_LABEL, LABEL_LIST_FILE,
-                                       NerDataError, NerSentence, build_label_list, check_labels,
-                                       read_conll_file, read_label_list, write_label_list)
+                                       LABEL_LIST_FROM_TRAIN, NerDataError, NerSentence,
+                                       build_label_list, check_labels, parse_label_list,
+                                       read_conll_file, read_label_list, training_label_list,
+                                       write_label_list)
 from bert_tf.tasks.ner.run import DATA_DIR_FILES, NerRunOptions, run_ner, validate_options
 from bert_tf.tasks.ner.scoring import (ner_loss_fn, numpy_token_loss, score_predictions,
                                        token_classification_loss, word_predictions,
                                        write_conlleval_file)
 
 __all__ = ["CONLL2003_LABELS", "DATA_DIR_FILES", "DOCSTART", "IGNORE_LABEL", "LABEL_LIST_FILE",
+           "LABEL_LIST_FROM_TRAIN", "parse_label_list", "training_label_list",
            "NerDataError", "NerFeature", "NerRunOptions", "NerSentence", "build_label_list",
            "check_labels", "convert_sentences_to_features", "document_context_window",
            "features_to_arrays", "ner_loss_fn", "numpy_token_loss", "read_conll_file",

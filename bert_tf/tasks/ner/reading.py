@@ -118,31 +118,110 @@ def read_conll_file(path: str | os.PathLike, require_labels: bool = True) -> lis
 
 
 def build_label_list(sentences: Sequence[NerSentence],
-                     tag_set: Sequence[str] = CONLL2003_LABELS) -> list[str]:
+                     tag_set: Sequence[str] = CONLL2003_LABELS, hint: str = "") -> list[str]:
     """The model's labels for training on `sentences`: `tag_set` (the nine CoNLL-2003 tags by
     default), in that order.
 
     A tag outside `tag_set` (e.g. a typo such as `B-FOO`) is an error, as README says, not a new
-    class: pass `tag_set` to train on another tag set.
+    class: pass `tag_set` to train on another tag set (or see `training_label_list`).
 
     Raises NerDataError naming file and line of a sentence without tags or of the first tag not
-    in `tag_set`.
+    in `tag_set` (`hint` is appended to that message).
     """
-    for s in sentences:
-        if s.labels is None:
-            raise NerDataError(f"{s.source}:{s.lines[0]}: training sentences need a tag column")
+    _check_tagged(sentences)
     known = set(tag_set)
     for s in sentences:
         for label, line in zip(s.labels, s.lines):
             if label not in known:
                 raise NerDataError(
                     f"{s.source}:{line}: unknown tag {label!r}; expected one of the "
-                    f"{len(tag_set)} tags {', '.join(tag_set)}")
+                    f"{len(tag_set)} tags {', '.join(tag_set)}{hint}")
     return list(tag_set)
 
 
-def check_labels(sentences: Sequence[NerSentence], label_list: Sequence[str]) -> None:
-    """Raises NerDataError naming file and line of the first tag not in `label_list`."""
+def _check_tagged(sentences: Sequence[NerSentence]) -> None:
+    for s in sentences:
+        if s.labels is None:
+            raise NerDataError(f"{s.source}:{s.lines[0]}: training sentences need a tag column")
+
+
+LABEL_LIST_FROM_TRAIN = "train"
+"""`--label_list=train`: every tag of the training file, sorted."""
+
+
+def parse_label_list(value: str | Sequence[str] | None) -> list[str] | str | None:
+    """The `--label_list` flag: None (not given), `"train"`, or the tags in id order.
+
+    A string is `train`, a file of tags one a line (e.g. an earlier run's label_list.txt) when
+    such a file exists, else a comma-separated list (`O,B-DRUG,I-DRUG`). Raises NerDataError for
+    fewer than 2 tags, an empty or duplicated tag, or what looks like a missing file.
+    """
+    if value is None:
+        return None
+    if isinstance(value, str):
+        text = value.strip()
+        if text == LABEL_LIST_FROM_TRAIN:
+            return LABEL_LIST_FROM_TRAIN
+        if io_utils.exists(text) and not io_utils.isdir(text):
+            return read_label_list(text)
+        tags = [t.strip() for t in text.split(",")]
+        if len(tags) == 1 and ("/" in text or text.endswith(".txt")):
+            raise NerDataError(f"--label_list={value}: no such file (expected a file of tags "
+                               "one a line, comma-separated tags, or `train`)")
+    else:
+        tags = [str(t).strip() for t in value]
+    if any(not t or any(c.isspace() for c in t) for t in tags):
+        raise NerDataError(f"--label_list={value!r}: empty tag or a tag with a space (expected "
+                           "comma-separated tags such as O,B-DRUG,I-DRUG)")
+    if len(set(tags)) != len(tags):
+        raise NerDataError(f"--label_list={value!r}: a tag is given twice")
+    if len(tags) < 2:
+        raise NerDataError(f"--label_list={value!r}: a tagger needs at least 2 tags")
+    return tags
+
+
+def training_label_list(sentences: Sequence[NerSentence],
+                        label_list: Sequence[str] | str | None = None) -> list[str]:
+    """The model's labels for training on `sentences`, for any tag set.
+
+    Args:
+      sentences: the training sentences (with tags).
+      label_list: `parse_label_list`'s value:
+        * None (default): the training file's tags. Only CoNLL-2003 tags: the nine
+          `CONLL2003_LABELS` in their order (the original layout, whatever subset the file
+          uses). A tag set of your own (no CoNLL-2003 entity tag): its tags sorted, so ids do not
+          depend on the order of the rows. CoNLL-2003 entity tags mixed with others: an error
+          naming the first other tag (most likely a typo such as `B-FOO`) and `--label_list`.
+        * "train": every tag of the training file, sorted (mixed sets too).
+        * a list: exactly these tags in this order; a training tag outside it is an error.
+
+    Returns: the label names in id order.
+
+    Raises NerDataError naming file and line (an untagged sentence, a tag outside the set), or
+    the file for a training file with fewer than 2 distinct tags.
+    """
+    _check_tagged(sentences)
+    if label_list is not None and label_list != LABEL_LIST_FROM_TRAIN:
+        return build_label_list(sentences, list(label_list),
+                                hint=" (--label_list; add it there)")
+    tags = sorted({label for s in sentences for label in s.labels})
+    if label_list is None:
+        if set(tags) <= set(CONLL2003_LABELS):
+            return list(CONLL2003_LABELS)
+        if set(tags) & (set(CONLL2003_LABELS) - {"O"}):
+            build_label_list(sentences, CONLL2003_LABELS, hint=(
+                "; this file mixes CoNLL-2003's tags with others: to train on all of its tags "
+                "pass --label_list=train (or name them: --label_list=O,B-X,...)"))
+    if len(tags) < 2:
+        raise NerDataError(f"{sentences[0].source}: {len(tags)} distinct tag(s) {tags}; a "
+                           "tagger needs at least 2")
+    return tags
+
+
+def check_labels(sentences: Sequence[NerSentence], label_list: Sequence[str],
+                 where: str = "") -> None:
+    """Raises NerDataError naming file and line of the first tag not in `label_list` (`where`:
+    e.g. " (the training file's tags, output_dir/label_list.txt)")."""
     known = set(label_list)
     for s in sentences:
         if s.labels is None:
@@ -151,7 +230,7 @@ def check_labels(sentences: Sequence[NerSentence], label_list: Sequence[str]) ->
             if label not in known:
                 raise NerDataError(
                     f"{s.source}:{line}: unknown tag {label!r}; the model's {len(label_list)} "
-                    f"labels are {', '.join(label_list)}")
+                    f"labels{where} are {', '.join(label_list)}")
 
 
 def write_label_list(path: str | os.PathLike, label_list: Sequence[str]) -> None:

@@ -15,9 +15,10 @@ from bert_tf.evaluation import conlleval
 from bert_tf.options import option
 from bert_tf.tasks.feature_based import FEATURE_LAYERS
 from bert_tf.tasks.ner.features import convert_sentences_to_features, features_to_arrays
-from bert_tf.tasks.ner.reading import (CONLL2003_LABELS, LABEL_LIST_FILE, NerSentence,
-                                       build_label_list, check_labels, read_conll_file,
-                                       read_label_list, write_label_list)
+from bert_tf.tasks.ner.reading import (CONLL2003_LABELS, LABEL_LIST_FILE, NerDataError,
+                                       NerSentence, check_labels, parse_label_list,
+                                       read_conll_file, read_label_list, training_label_list,
+                                       write_label_list)
 from bert_tf.tasks.ner.scoring import (ner_loss_fn, numpy_token_loss, score_predictions,
                                        word_predictions, write_conlleval_file)
 from bert_tf.tasks.results import write_eval_results, write_train_results
@@ -35,6 +36,8 @@ from bert_tf.training.precision import (FINETUNING_PRECISION_POLICIES,
 class NerRunOptions(EvaluatingRunOptions):
     """Flags of tools/run_ner.py (the original scripts' names where they exist).
 
+    Any CoNLL-format file (token first, tag last; two columns are enough) with any tag set:
+    `label_list` (see `reading.training_label_list`) or the training file's tags.
     `data_dir` fills the files not given (`DATA_DIR_FILES`); `tfds_data_dir` instead reads
     the splits of the TFDS dataset `conll2003` prepared there (`TFDS_SPLITS`; the same sentences
     in the same order as the files when `tfds_sources.prepare` made it). `document_context` fills each
@@ -75,6 +78,11 @@ class NerRunOptions(EvaluatingRunOptions):
     lstm_layers: int = option(2, "Feature-based: number of BiLSTM layers.")
     dropout_rate: float = option(0.1, "Dropout before the tagging layer (and between the BiLSTM "
                                  "layers of the feature-based tagger).")
+    label_list: str | None = option(
+        None, "Your own tag set: comma-separated tags in id order (O,B-DRUG,I-DRUG), a file of "
+        "tags one a line, or `train` (every tag of the training file, sorted). Default: the "
+        "training file's tags (the nine CoNLL-2003 tags when it uses only those; a set of your "
+        "own sorted); without --do_train, output_dir/label_list.txt.")
 
 
 DATA_DIR_FILES = {"train_file": "eng.train", "eval_file": "eng.testa", "predict_file": "eng.testb"}
@@ -182,6 +190,33 @@ def _predict_and_write(model, sentences: Sequence[NerSentence], tokenizer,
     return metrics
 
 
+def _label_list_and_training_sentences(opts: NerRunOptions, label_file: str
+                                       ) -> tuple[list[NerSentence] | None, list[str]]:
+    """The training sentences (with --do_train) and the model's labels: from the training
+    file (or --label_list) when training, checked against an existing `label_file` (a run's
+    `label_list.txt`; another tag set there is an error: its checkpoints have another head);
+    else `label_file`, else --label_list, else the nine CoNLL-2003 tags."""
+    flag = parse_label_list(opts.label_list)
+    saved = read_label_list(label_file) if io_utils.exists(label_file) else None
+    if opts.do_train:
+        sentences = _read_sentences(opts, "train_file", require_labels=True)
+        labels = training_label_list(sentences, flag)
+        if saved is not None and saved != labels:
+            raise NerDataError(f"{label_file} holds the tags {', '.join(saved)} of an earlier "
+                               f"run, the training file gives {', '.join(labels)}; use another "
+                               "--output_dir (or --label_list in that order)")
+        return sentences, labels
+    if flag == "train":
+        raise NerDataError("--label_list=train needs --do_train (the tags come from the "
+                           "training file)")
+    if saved is not None:
+        if flag is not None and list(flag) != saved:
+            raise NerDataError(f"--label_list={opts.label_list} differs from {label_file} "
+                               f"({', '.join(saved)}), the tags the model was trained with")
+        return None, saved
+    return None, list(flag) if flag is not None else list(CONLL2003_LABELS)
+
+
 @runs_under_precision_policy(FINETUNING_PRECISION_POLICIES)
 def run_ner(opts: NerRunOptions) -> dict:
     """One run of tools/run_ner.py: optional training, evaluation and prediction.
@@ -205,20 +240,16 @@ def run_ner(opts: NerRunOptions) -> dict:
     validate_options(opts)
     validate_case_matches_checkpoint(opts.do_lower_case, opts.init_checkpoint)
     label_file = os.path.join(opts.output_dir, LABEL_LIST_FILE)
-    train_sentences = eval_sentences = predict_sentences = None
-    if opts.do_train:
-        train_sentences = _read_sentences(opts, "train_file", require_labels=True)
-        label_list = build_label_list(train_sentences)
-    elif io_utils.exists(label_file):
-        label_list = read_label_list(label_file)
-    else:
-        label_list = list(CONLL2003_LABELS)
+    train_sentences, label_list = _label_list_and_training_sentences(opts, label_file)
+    eval_sentences = predict_sentences = None
+    where = (" (the training file's tags)" if opts.do_train else
+             f" ({label_file})" if io_utils.exists(label_file) else "")
     if opts.do_eval:
         eval_sentences = _read_sentences(opts, "eval_file", require_labels=True)
-        check_labels(eval_sentences, label_list)
+        check_labels(eval_sentences, label_list, where)
     if opts.do_predict:
         predict_sentences = _read_sentences(opts, "predict_file", require_labels=False)
-        check_labels(predict_sentences, label_list)
+        check_labels(predict_sentences, label_list, where)
 
     import keras
 
