@@ -19,7 +19,9 @@ with ETA, TensorBoard scalars) with GPT-1's model, objective and optimizer plugg
 - evaluation: held-out LM loss and perplexity = exp(token-weighted mean LM loss over the held-out
   windows), next-token accuracy;
 - weights out: an original params folder (`params_shapes.json` + `params_0..9.npy`) that train.py
-  and `load_original_params` read; weights in (`init_checkpoint`): such a folder, or one of our
+  and `load_original_params` read, plus the trained special-token rows (`special_rows.npy`, which
+  that layout has no place for) and the run's `config.json`, so that
+  `GptCausalLM.from_pretrained(output_dir)` loads exactly the trained model; weights in (`init_checkpoint`): such a folder, or one of our
   training checkpoints (a `training_checkpoints` folder or a `ckpt-N` prefix).
 """
 from __future__ import annotations
@@ -41,14 +43,40 @@ from bert_tf.options import option
 from bert_tf.checkpoints.openai import SHAPES_FILE, load_original_params, save_original_params
 from bert_tf.training.distribution import (DistributionOptions, check_global_batch,
                                            check_tpu_paths, create_strategy_from_options)
+from bert_tf.training.accumulation import micro_batch_totals
 from bert_tf.training.pretraining_loop import PretrainingLoopOptions, PretrainingTrainer
 from bert_tf.training.precision import runs_under_precision_policy
 
 __all__ = ["GptTrainerOptions", "GptPretrainingTrainer", "GptPretrainingRun", "load_gpt_weights",
-           "lm_input_fn", "run_gpt_pretraining", "ORIGINAL_PARAMS_DIR"]
+           "lm_input_fn", "run_gpt_pretraining", "ORIGINAL_PARAMS_DIR", "SPECIAL_ROWS_FILE",
+           "write_original_outputs"]
 
 ORIGINAL_PARAMS_DIR = "original_params"
 """Folder under output_dir where the trained weights are written in the original layout."""
+
+SPECIAL_ROWS_FILE = "special_rows.npy"
+"""The special-token rows of `we` (float32 [n_special, n_embd]) beside the params files: the
+original layout holds none (train.py draws them at load time), `GptCausalLM.from_pretrained`
+reads them from this file when it exists (`bert_tf.tasks.gpt_causal_lm.SPECIAL_ROWS_FILE`)."""
+
+
+def write_original_outputs(model: GptModel, folder: str, overwrite: bool = True) -> str:
+    """Writes `model` as an original params folder plus `special_rows.npy` (its trained
+    special-token rows) and `config.json` (its `GptConfig`): what `GptCausalLM.from_pretrained`
+    reads to rebuild this exact model (without them it would take the preset's sizes and redraw
+    the special rows). Returns the folder."""
+    import numpy as np
+
+    from bert_tf import io_utils
+
+    save_original_params(model, folder, overwrite=overwrite)
+    c = model.config
+    rows = np.asarray(model.embedding.we.numpy()[c.n_vocab:c.first_position_id], np.float32)
+    with io_utils.atomic_output_path(os.path.join(folder, SPECIAL_ROWS_FILE)) as tmp:
+        with io_utils.open_file(tmp, "wb") as f:
+            np.save(f, rows)
+    c.to_json_file(os.path.join(folder, "config.json"))
+    return folder
 
 
 @dataclasses.dataclass
@@ -193,9 +221,18 @@ class GptPretrainingTrainer(PretrainingTrainer):
     def replica_losses(self, outputs: dict, batch: dict,
                        ctx: tf.distribute.ReplicaContext) -> dict[str, tf.Tensor]:
         token_losses = lm_token_losses(outputs["lm_logits"], batch["token_ids"])  # [b, S-1]
+        totals = micro_batch_totals(ctx)  # under gradient accumulation: the global batch's
+        if totals is not None:
+            return {"loss": tf.reduce_sum(token_losses) / totals["token_count"]}
         count = tf.cast(tf.size(token_losses), tf.float32)
         total = ctx.all_reduce(tf.distribute.ReduceOp.SUM, count)
         return {"loss": tf.reduce_sum(token_losses) / tf.stop_gradient(total)}
+
+    def loss_totals(self, batch: dict, ctx: tf.distribute.ReplicaContext) -> dict[str, tf.Tensor]:
+        """The global batch's number of predicted tokens (every window's S - 1)."""
+        ids = batch["token_ids"]
+        count = tf.cast(tf.size(ids[..., 1:]), tf.float32)
+        return {"token_count": ctx.all_reduce(tf.distribute.ReduceOp.SUM, count)}
 
     def eval_loss_parts(self, outputs: dict, batch: dict) -> dict[str, tf.Tensor]:
         return lm_eval_sums(outputs["lm_logits"], batch["token_ids"])
@@ -212,10 +249,10 @@ class GptPretrainingTrainer(PretrainingTrainer):
 
     def export_original_checkpoint(self) -> str:
         """Writes the weights as an original params folder `<output_dir>/original_params`
-        (replacing an earlier one of this run); returns the folder."""
+        (replacing an earlier one of this run) with the special-token rows and the config
+        (`write_original_outputs`); returns the folder."""
         folder = os.path.join(self.options.output_dir, ORIGINAL_PARAMS_DIR)
-        save_original_params(self.model, folder, overwrite=True)
-        return folder
+        return write_original_outputs(self.model, folder, overwrite=True)
 
 
 def lm_input_fn(files, n_ctx: int, global_batch: int, is_training: bool, seed: int):
@@ -289,7 +326,8 @@ def run_gpt_pretraining(run: GptPretrainingRun) -> dict:
     "original_params": folder, "export_dir": path, "curves": png}.
 
     Writes under output_dir: `training_checkpoints/` (resumed from), `train/` (TensorBoard),
-    `original_params/` (the original layout), `eval_results.txt`, `curves.png`.
+    `original_params/` (the original layout + `special_rows.npy` + `config.json`: load it with
+    `GptCausalLM.from_pretrained(output_dir)`), `eval_results.txt`, `curves.png`.
     """
     from bert_tf.pretraining_data.tfrecord_reader import expand_input_files
 
