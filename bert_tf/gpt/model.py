@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from bert_tf.errors import UserInputError
@@ -18,6 +19,10 @@ from bert_tf.gpt import losses as gpt_losses
 
 class GptInputError(UserInputError):
     """Model inputs that do not fit the model (e.g. longer than n_ctx)."""
+
+    # Keras adds its "Exception encountered when calling ..." paragraph to errors raised in a
+    # layer's call unless this is set: the message stays the one line naming the input.
+    _keras_call_info_injected = True
 
 
 def original_inputs(X: Any) -> dict[str, tf.Tensor]:
@@ -50,6 +55,12 @@ class GptModel(keras.Model):
 
     `clf_token` defaults to the last special token (train.py's `_classify_`, n_vocab + 2 for
     its 3 specials).
+
+    Token ids must be in [0, n_vocab + n_special) (BPE tokens, then special tokens; the position
+    rows that follow in `we` are not tokens). Checked where it costs nothing on the training
+    step: eagerly, a `GptInputError` naming the first bad id, where it is and the range; in a
+    graph with `training` falsy (inference, evaluation, serving exports), an assertion with the
+    same message (compiled away under XLA). A training graph (`training=True`) adds no check.
     """
 
     def __init__(self, config: GptConfig | Mapping[str, Any], clf_token: int | None = None,
@@ -115,6 +126,32 @@ class GptModel(keras.Model):
             position_ids = tf.broadcast_to(positions, tf.shape(token_ids))
         return token_ids, position_ids
 
+    def check_token_ids(self, token_ids: tf.Tensor, training: Any = None) -> tf.Operation | None:
+        """Ids outside [0, n_vocab + n_special) -> one line naming the first bad id, where it
+        is and the range: raised at once (`GptInputError`) for an eager tensor; for a symbolic
+        one with `training` falsy, an assertion op to run before the lookups (returned); None
+        when there is nothing to check or no check is wanted (a training graph)."""
+        c = self.config
+        high = c.n_vocab + c.n_special
+        what = (f"token ids must be in [0, {high}) (BPE tokens 0..{c.n_vocab - 1}, special "
+                f"tokens {c.n_vocab}..{high - 1}; the position rows of the table are not tokens)")
+        if tf.executing_eagerly():
+            values = np.asarray(token_ids)
+            bad = np.argwhere((values < 0) | (values >= high))
+            if bad.size:
+                where = tuple(int(i) for i in bad[0])
+                raise GptInputError(f"GptModel inputs: token id {int(values[where])} at "
+                                    f"{list(where)} is outside [0, {high}); {what}")
+            return None
+        if isinstance(training, bool) and training:
+            return None
+        flat = tf.reshape(token_ids, [-1])
+        outside = tf.logical_or(flat < 0, flat >= high)
+        first = tf.gather(flat, tf.argmax(tf.cast(outside, tf.int32)))  # static shapes (XLA)
+        return tf.debugging.Assert(tf.logical_not(tf.reduce_any(outside)),
+                                   ["GptModel inputs: token id", first,
+                                    f"is outside [0, {high}); {what}"])
+
     def call(self, inputs: Mapping[str, Any], training: bool | None = None,
              return_intermediates: bool = False,
              with_lm_logits: bool = True) -> dict[str, tf.Tensor]:
@@ -124,7 +161,7 @@ class GptModel(keras.Model):
         token_ids, position_ids = self._ids(inputs)
         lead = tf.shape(token_ids)[:-1]
         seq = tf.shape(token_ids)[-1]
-        checks = []
+        checks = [self.check_token_ids(token_ids, training)]
         if token_ids.shape[-1] is None:
             checks.append(tf.debugging.assert_less_equal(
                 seq, c.n_ctx, message="sequence longer than n_ctx"))
