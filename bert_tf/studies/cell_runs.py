@@ -11,6 +11,8 @@ import re
 import numpy as np
 
 from bert_tf.training.pretraining_loop import PretrainingTrainer
+from bert_tf.studies.baselines import ner_per_example, squad_per_example
+from bert_tf.studies.statistics import per_example_from_predictions
 from bert_tf.studies.data import TaskData, TaskExample
 from bert_tf.studies.declarations import Scale, Variant
 
@@ -63,7 +65,7 @@ def pretrain_bert(cell_dir: str, variant: Variant, scale: Scale, data: dict, see
         dupe_factor=scale.dupe_factor, random_seed=seed,
         next_sentence_prediction=variant.objective == "mlm+nsp",
         mask_token_prob=mask, keep_token_prob=keep, random_token_prob=rnd)
-    tokenizer = FullTokenizer(data["vocab_file"], do_lower_case=True)
+    tokenizer = FullTokenizer(data["vocab_file"], do_lower_case=scale.do_lower_case)
     train_file = os.path.join(cell_dir, "train.tfrecord")
     if not os.path.exists(train_file):  # written atomically: present = complete
         create_pretraining_data(data["corpus"], train_file, tokenizer, options, log_examples=0,
@@ -88,8 +90,12 @@ def pretrain_bert(cell_dir: str, variant: Variant, scale: Scale, data: dict, see
     preds = options.max_predictions_per_seq
     trainer.train(lambda ctx: pretraining_dataset(train_file, seq, preds, batch, True,
                                                   input_context=ctx, seed=seed))
+    # Prediction targets per step: at most max_predictions_per_seq masked positions a
+    # sequence (15%), where the left-to-right model predicts every next token (`pretrain_gpt`).
     result = {"model": "bert", "objective": variant.objective, "masking": list(variant.masking),
-              "steps": steps, "tokens_seen": steps * batch * seq}
+              "steps": steps, "tokens_seen": steps * batch * seq,
+              "targets_per_step": batch * options.max_predictions_per_seq,
+              "pretraining_lr": scale.pretraining_lr, "seed": seed}
     if held_file:
         after = trainer.evaluate(lambda ctx: pretraining_dataset(
             held_file, seq, preds, batch, False, input_context=ctx))
@@ -171,6 +177,8 @@ def pretrain_gpt(cell_dir: str, scale: Scale, data: dict, seed: int) -> dict:
     save_original_params(model, params)
     return {"model": "gpt", "steps": steps,
             "tokens_seen": steps * scale.pretraining_batch * scale.max_seq_length,
+            "targets_per_step": scale.pretraining_batch * (scale.max_seq_length - 1),
+            "pretraining_lr": lr, "seed": seed,
             "windows": int(len(windows)), "final_lm_loss": round(float(result["loss"]), 4),
             "curve": _curve(os.path.join(cell_dir, "pretraining", "train"), "loss"),
             "params": params, **held_out}
@@ -194,7 +202,8 @@ def gpt_held_out_metrics(model, cell_dir: str, scale: Scale, data: dict, seed: i
         return {}
     prefix = os.path.join(cell_dir, "held_out_lm_data", "held_out")
     create_gpt_lm_data(data["held_out_corpus"], prefix,
-                       EncoderSpec(vocab_file=data["vocab_file"], do_lower_case=True),
+                       EncoderSpec(vocab_file=data["vocab_file"],
+                                   do_lower_case=scale.do_lower_case),
                        LmDataOptions(n_ctx=scale.max_seq_length, random_seed=seed),
                        progress=False, overwrite=True)
     nll, correct, count = 0.0, 0.0, 0
@@ -239,22 +248,24 @@ def gpt_transformation(task: TaskData, bilstm: bool = False) -> str:
 
 
 def _gpt_arrays(task: TaskData, examples: list[TaskExample], encoder, config,
-                bilstm: bool = False):
+                bilstm: bool = False, width: int | None = None):
     """GPT-1's input transformations (`gpt_transformation`): classification
-    `[start; text; extract]` [N, n_ctx], entailment `[start; a; delim; b; extract]` [N, n_ctx],
-    similarity both orders [N, 2, n_ctx]."""
+    `[start; text; extract]` [N, W], entailment `[start; a; delim; b; extract]` [N, W],
+    similarity both orders [N, 2, W]; W = `width` (the task's length, the BERT cells' budget),
+    default n_ctx."""
     from bert_tf.gpt.input_transforms import (SpecialTokens, classification_inputs,
                                               entailment_inputs, similarity_inputs)
 
     special = SpecialTokens.for_config(config)
+    width = min(config.n_ctx, width or config.n_ctx)
     a = encoder.encode([e.text_a for e in examples], verbose=False)
     if task.pair:
         b = encoder.encode([e.text_b or "" for e in examples], verbose=False)
         transform = similarity_inputs if gpt_transformation(task, bilstm) == "similarity" \
             else entailment_inputs
-        x = transform(a, b, config.n_ctx, special, max_len=(config.n_ctx - 3) // 2)
+        x = transform(a, b, width, special, max_len=(width - 3) // 2)
     else:
-        x = classification_inputs(a, config.n_ctx, special, max_len=config.n_ctx - 2)
+        x = classification_inputs(a, width, special, max_len=width - 2)
     labels = np.array([float(e.label) for e in examples], np.float32) if task.regression else \
         np.array([task.labels.index(e.label) for e in examples], np.int32)
     return {"token_ids": x.token_ids.astype(np.int32), "mask": x.mask.astype(np.float32),
@@ -317,6 +328,18 @@ def score_task(task: TaskData, logits: np.ndarray, labels: np.ndarray, cell_dir:
     return round(100 * value, 2), metrics
 
 
+def cell_per_example(task: TaskData, logits: np.ndarray, labels: np.ndarray) -> dict:
+    """The cell's per-example held-out scores (`statistics.PerExample` json) for the paired
+    bootstrap: correct/incorrect, or the predictions and gold of a Matthews / Pearson task.
+
+    Args: logits float [N, num_labels] ([N, 1] for a regression); labels [N]."""
+    from bert_tf.studies.data import task_metric
+
+    predictions = logits[:, 0] if task.regression else logits.argmax(-1)
+    return per_example_from_predictions(task_metric(task.name), predictions,
+                                        labels).to_json()
+
+
 def _init_gpt(model, arrays: dict, input_keys, variant: Variant, config, pretraining,
               seed: int) -> None:
     """Builds a GPT fine-tuning model (`model.transformer` is its `GptModel`) on one row of
@@ -353,6 +376,13 @@ def finetune(cell_dir: str, variant: Variant, scale: Scale, data: dict, task: Ta
                                              predict_arrays)
     from bert_tf.training.optimization import create_optimizer
 
+    seq = scale.seq_for(task.name)
+    if task.name in scale.head_tail_tasks:
+        from bert_tf.studies.data import head_tail_task
+        from bert_tf.tokenization import FullTokenizer
+
+        task = head_tail_task(task, FullTokenizer(data["vocab_file"],
+                                                  do_lower_case=scale.do_lower_case), seq)
     steps, warmup = num_train_and_warmup_steps(len(task.train), scale.finetuning_batch,
                                                scale.finetuning_epochs, 0.1)
     steps = max(1, steps)
@@ -370,12 +400,12 @@ def finetune(cell_dir: str, variant: Variant, scale: Scale, data: dict, task: Ta
         from bert_tf.tasks.classifier import classification_loss, regression_loss
         from bert_tf.tokenization import FullTokenizer
 
-        tokenizer = FullTokenizer(data["vocab_file"], do_lower_case=True)
+        tokenizer = FullTokenizer(data["vocab_file"], do_lower_case=scale.do_lower_case)
         model = BertClassifier(bert_config(scale, data["vocab_size"]),
                                num_labels=1 if task.regression else len(task.labels))
         init_model(model, pretraining["checkpoint"] if pretraining else None)
-        train = _bert_arrays(task, task.train, tokenizer, scale.max_seq_length, "train")
-        held = _bert_arrays(task, task.held_out, tokenizer, scale.max_seq_length, "dev")
+        train = _bert_arrays(task, task.train, tokenizer, seq, "train")
+        held = _bert_arrays(task, task.held_out, tokenizer, seq, "dev")
         names = {var.path: name for name, var in checkpoint_variable_map(model).items()}
         input_keys = ("input_word_ids", "input_mask", "input_type_ids")
         task_loss = regression_loss if task.regression else classification_loss
@@ -391,10 +421,10 @@ def finetune(cell_dir: str, variant: Variant, scale: Scale, data: dict, task: Ta
         from bert_tf.tasks.classifier import classification_loss, regression_loss
 
         config = gpt_config(scale, data["vocab_size"])
-        encoder = WordPieceTextEncoder(data["vocab_file"], do_lower_case=True)
+        encoder = WordPieceTextEncoder(data["vocab_file"], do_lower_case=scale.do_lower_case)
         bilstm = variant.head == "bilstm"
-        train = _gpt_arrays(task, task.train, encoder, config, bilstm)
-        held = _gpt_arrays(task, task.held_out, encoder, config, bilstm)
+        train = _gpt_arrays(task, task.train, encoder, config, bilstm, seq)
+        held = _gpt_arrays(task, task.held_out, encoder, config, bilstm, seq)
         if bilstm:
             from bert_tf.studies.bilstm_head import LtrBiLstmClassifier
 
@@ -420,12 +450,14 @@ def finetune(cell_dir: str, variant: Variant, scale: Scale, data: dict, task: Ta
             return _gpt_optimizer(lr, steps)
 
     metrics: dict = {}
+    last: dict = {}
 
     def score() -> float:
         logits = predict_arrays(model, held, 64, ["logits"], input_keys=input_keys,
                                 progress=False)["logits"]
         value, found = score_task(task, logits, held["label_ids"], cell_dir)
         metrics.update(found)
+        last["logits"] = logits
         return value
 
     scores = _train_in_epochs(model, train, loss_fn, options, input_keys, optimizer_fn, ends,
@@ -439,6 +471,8 @@ def finetune(cell_dir: str, variant: Variant, scale: Scale, data: dict, task: Ta
         result["metrics"] = metrics  # every official metric of the task (the last score's)
     if variant.model == "gpt":
         result["transformation"] = gpt_transformation(task, variant.head == "bilstm")
+    result["max_seq_length"] = seq
+    result["per_example"] = cell_per_example(task, last["logits"], held["label_ids"])
     if variant.per_epoch:
         result["per_epoch"] = [{"epoch": i + 1, "step": end, "value": v}
                                for i, (end, v) in enumerate(zip(ends, scores))]
@@ -462,8 +496,8 @@ def finetune_ner(cell_dir: str, variant: Variant, scale: Scale, data: dict, task
                                              num_train_and_warmup_steps, predict_arrays,
                                              train_model)
 
-    seq = scale.max_seq_length
-    tokenizer = FullTokenizer(data["vocab_file"], do_lower_case=True)
+    seq = scale.seq_for(task.name)
+    tokenizer = FullTokenizer(data["vocab_file"], do_lower_case=scale.do_lower_case)
     config = bert_config(scale, data["vocab_size"])
     keras.utils.set_random_seed(seed)
     if variant.feature_layers is None:
@@ -502,7 +536,8 @@ def finetune_ner(cell_dir: str, variant: Variant, scale: Scale, data: dict, task
         raise FloatingPointError(f"{cell_dir}: held-out F1 is not finite")
     return {"metric": "f1", "value": round(f1, 2), "steps": steps,
             "precision": round(float(scored.precision), 2),
-            "recall": round(float(scored.recall), 2),
+            "recall": round(float(scored.recall), 2), "max_seq_length": seq,
+            "per_example": ner_per_example(task.held_out, predictions).to_json(),
             "train_examples": len(task.train), "held_out_examples": len(task.held_out),
             "loss_curve": _curve(os.path.join(cell_dir, "finetuning", "train"), "loss")}
 
@@ -532,9 +567,9 @@ def finetune_squad(cell_dir: str, variant: Variant, scale: Scale, data: dict, ta
     from bert_tf.tokenization import FullTokenizer
     from bert_tf.training.finetuning import FinetuneOptions, init_model, train_model
 
-    seq = scale.max_seq_length
+    seq = scale.seq_for("SQuAD")
     doc_stride, max_query = squad_window_sizes(seq)
-    tokenizer = FullTokenizer(data["vocab_file"], do_lower_case=True)
+    tokenizer = FullTokenizer(data["vocab_file"], do_lower_case=scale.do_lower_case)
     train_features = convert_examples_to_features(task.train, tokenizer, seq, doc_stride,
                                                   max_query, is_training=True, log_examples=0)
     held_features = convert_examples_to_features(task.held_out, tokenizer, seq, doc_stride,
@@ -589,7 +624,8 @@ def finetune_squad(cell_dir: str, variant: Variant, scale: Scale, data: dict, ta
         results = predict_logits(model, held_features, 64, progress=False,
                                  model_inputs=gpt_arrays, input_keys=input_keys)
     predictions = compute_predictions(task.held_out, held_features, results, n_best_size=20,
-                                      max_answer_length=30, do_lower_case=True)
+                                      max_answer_length=30,
+                                      do_lower_case=scale.do_lower_case)
     scored = evaluate_squad_v1(task.held_out_articles, predictions.predictions, warn=None)
     f1 = float(scored["f1"])
     if not math.isfinite(f1):
@@ -599,7 +635,9 @@ def finetune_squad(cell_dir: str, variant: Variant, scale: Scale, data: dict, ta
                         "f1": round(f1, 2)},
             "train_examples": len(task.train), "train_windows": len(train_features),
             "held_out_examples": len(task.held_out), "held_out_windows": len(held_features),
-            "doc_stride": doc_stride, "max_query_length": max_query,
+            "doc_stride": doc_stride, "max_query_length": max_query, "max_seq_length": seq,
+            "per_example": squad_per_example(task.held_out_articles,
+                                             predictions.predictions).to_json(),
             "loss_curve": _curve(os.path.join(cell_dir, "finetuning", "train"), "loss")}
 
 
@@ -619,7 +657,7 @@ def zero_shot(cell_dir: str, scale: Scale, data: dict, task: TaskData, pretraini
     from bert_tf.training.finetuning import latest_checkpoint, load_checkpoint
 
     config = gpt_config(scale, data["vocab_size"])
-    encoder = WordPieceTextEncoder(data["vocab_file"], do_lower_case=True)
+    encoder = WordPieceTextEncoder(data["vocab_file"], do_lower_case=scale.do_lower_case)
     examples = task.held_out[:max_examples]
     labels = [lab for lab in task.labels if lab in label_words]
     prompt_ids = encoder.encode_text(prompt)

@@ -207,9 +207,10 @@ def prepare_corpus(cell_dir: str, scale: Scale, data_dir: str, seed: int) -> dic
     out["corpus"] = corpus
     vocab_file = os.path.join(cell_dir, "vocab.txt")
     vocab = build_wordpiece_vocab([corpus], vocab_file, vocab_size=scale.vocab_size,
-                                  do_lower_case=True)
+                                  do_lower_case=scale.do_lower_case)
     out["vocab_file"], out["vocab_size"] = vocab_file, len(vocab)
-    spec = EncoderSpec(vocab_file=vocab_file, do_lower_case=True)
+    out["do_lower_case"] = scale.do_lower_case
+    spec = EncoderSpec(vocab_file=vocab_file, do_lower_case=scale.do_lower_case)
     create_gpt_lm_data(corpus, os.path.join(cell_dir, "gpt_lm_data", "train"), spec,
                        LmDataOptions(n_ctx=scale.max_seq_length, random_seed=seed),
                        progress=False, overwrite=True)
@@ -317,3 +318,41 @@ def load_ner_task(data_dir: str, max_sentences: int = 0, seed: int = 12345) -> N
         held = [held[i] for i in sorted(rng.sample(range(len(held)),
                                                    min(max_sentences, len(held))))]
     return NerTaskData("conll2003", labels, train, held)
+
+
+HEAD_FRACTION = 0.25
+"""Head + tail truncation: a quarter of the budget from the start of the text, the rest from
+its end (Sun et al. 2019's best IMDb cut was 128 head + 382 tail tokens of 510)."""
+
+
+def head_tail_text(text: str, tokenizer, max_tokens: int,
+                   head_fraction: float = HEAD_FRACTION) -> str:
+    """`text` cut to its head and tail so that it holds at most `max_tokens` WordPieces of
+    `tokenizer` (whole words kept; the words in between replaced by " ... "); unchanged when
+    it fits. BERT, GPT and the Naive Bayes baseline then all read the same cut."""
+    words = text.split()
+    sizes = [len(tokenizer.tokenize(w)) for w in words]
+    if sum(sizes) <= max_tokens:
+        return text
+    budget = max(0, max_tokens - 1)  # the "..." costs one WordPiece
+    head_budget = int(budget * head_fraction)
+    head, used = 0, 0
+    while head < len(words) and used + sizes[head] <= head_budget:
+        used += sizes[head]
+        head += 1
+    tail, used_tail = len(words), 0
+    while tail > head and used + used_tail + sizes[tail - 1] <= budget:
+        tail -= 1
+        used_tail += sizes[tail]
+    return " ".join(words[:head] + ["..."] + words[tail:])
+
+
+def head_tail_task(task: TaskData, tokenizer, max_seq_length: int) -> TaskData:
+    """`task` with every text cut by `head_tail_text` to what a single-segment BERT input of
+    `max_seq_length` holds ([CLS] text [SEP]: max_seq_length - 2 WordPieces)."""
+    def cut(examples):
+        return [dataclasses.replace(e, text_a=head_tail_text(e.text_a, tokenizer,
+                                                             max_seq_length - 2))
+                for e in examples]
+
+    return dataclasses.replace(task, train=cut(task.train), held_out=cut(task.held_out))

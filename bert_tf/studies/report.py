@@ -61,14 +61,18 @@ def _paper_value(study: Study, variant, column: str) -> float | None:
 
 
 def ordering(study: Study, summary: dict, task: str, column: str | None = None,
-             lower_is_better: bool = False, sizes: dict | None = None) -> dict:
+             lower_is_better: bool = False, sizes: dict | None = None,
+             excluded: set | frozenset = frozenset()) -> dict:
     """Pairwise check of the paper's ranking on our task: for every pair of variants with paper
     numbers that differ, does our mean order them the same way? (`column`: the paper column,
     default the one matching `task`; `lower_is_better`: for perplexities; `sizes`: variant ->
-    model size, for `Study.same_size_pairs`.)"""
+    model size, for `Study.same_size_pairs`; `excluded`: variants "not learned" on this task
+    (under their gate), which take no part.)"""
     column = column or _paper_reference(study, task)
     pairs, agree, ties, disagreements = 0, 0, 0, []
     for a, b in itertools.combinations(study.variants, 2):
+        if a.name in excluded or b.name in excluded:
+            continue
         pa, pb = _paper_value(study, a, column), _paper_value(study, b, column)
         if pa is None or pb is None or pa == pb or (a.name, task) not in summary \
                 or (b.name, task) not in summary:
@@ -89,7 +93,71 @@ def ordering(study: Study, summary: dict, task: str, column: str | None = None,
             hi, lo = (a, b) if pa > pb else (b, a)
             disagreements.append(f"paper: {hi.label} > {lo.label}")
     return {"paper_column": column, "pairs": pairs, "agree": agree, "ties": ties,
-            "holds": pairs > 0 and agree == pairs, "disagreements": disagreements}
+            "holds": pairs > 0 and agree == pairs, "disagreements": disagreements,
+            "excluded": sorted(excluded)}
+
+
+def not_learned(study_rows: list[dict]) -> dict:
+    """{column: {variant, ...}} of the variants with a fine-tuning cell under its gate
+    ("gate_passed": false: under its task's baseline, or its pretraining under its gate)."""
+    out: dict = {}
+    for r in study_rows:
+        if r.get("kind") == "finetuning" and r.get("gate_passed") is False:
+            out.setdefault(column_of(r), set()).add(r["variant"])
+    return out
+
+
+def baselines_of(study_rows: list[dict]) -> dict:
+    """{column: (baseline name, value)} of the fine-tuning rows."""
+    return {column_of(r): (r["baseline_name"], r["baseline"]) for r in study_rows
+            if r.get("kind") == "finetuning" and "baseline" in r}
+
+
+def _ci(r: dict) -> str:
+    return f"[{r['ci_low']:+.1f}, {r['ci_high']:+.1f}]" if "ci_low" in r else "—"
+
+
+def claim_lines(study_rows: list[dict]) -> list[str]:
+    """The claims table of a study: each declared claim's verdict by the fixed rule
+    (`statistics`), our difference with its 95% bootstrap interval, Holm's p, the paper's
+    effect."""
+    claims = [r for r in study_rows if r.get("kind") == "claim"]
+    if not claims:
+        return []
+    lines = ["", "Claims (declared before the run; paired bootstrap over dev examples and "
+             "seeds, Holm within the table; docs/studies.md, \"Method\"):", "",
+             "| Claim | Column | Ours: better − worse [95% CI] | p (Holm) | Paper's effect | "
+             "Verdict |", "|---|---|---|---|---|---|"]
+    for r in claims:
+        diff = f"{r['diff']:+.2f} {_ci(r)}" if "diff" in r else "—"
+        p = f"{r['p_holm']:.3g}" if "p_holm" in r else \
+            ("null: CI vs the paper's ±1" if r.get("expected_null") else "—")
+        paper = "—" if r.get("paper_effect") is None else f"{r['paper_effect']:+.1f}"
+        verdict = r["verdict"] + (f" ({r['reason']})" if r.get("reason") else "")
+        lines.append(f"| {r.get('text') or r['variant']}{' (primary)' if r.get('primary') else ''}"
+                     f" | {r['task']} | {diff} | {p} | {paper} | {verdict} |")
+    return lines
+
+
+def budget_lines(study_rows: list[dict]) -> list[str]:
+    """Budget parity of the pretraining cells: tokens, wall time and prediction targets per
+    step side by side (the left-to-right model predicts every token, BERT's masked LM 15%)."""
+    seen: dict = {}
+    for r in study_rows:
+        if r.get("kind") == "pretraining" and r.get("tokens_seen"):
+            seen.setdefault(r["cell"], r)
+    if len(seen) < 2:
+        return []
+    lines = ["", "Budget parity of the pretraining cells (equal tokens; wall time as measured; "
+             "prediction targets per step: the left-to-right model predicts every next token, "
+             "BERT's masked LM at most 15% of them):", ""]
+    for cell, r in seen.items():
+        lines.append(f"- {cell.split('/')[-1]} (pretraining seed {r.get('pretraining_seed')}): "
+                     f"{r['tokens_seen']:,} tokens, {r['wall_s']} s, "
+                     f"{r.get('targets_per_step') or '—'} targets per step, lr "
+                     f"{r.get('pretraining_lr')}, gate "
+                     f"{'passed' if r.get('gate_passed', True) else 'NOT passed'}")
+    return lines
 
 
 def write_results(output_dir: str, studies: list[Study], rows: list[dict], scale: str,
@@ -127,6 +195,8 @@ def study_section(study: Study, study_rows: list[dict], plots: list[str],
     sized = any(v.size is not None for v in study.variants)
     pre = {r["variant"]: r for r in study_rows if r.get("kind") == "pretraining"
            or r["task"] == "pretraining"}
+    excluded = not_learned(study_rows)
+    baseline = baselines_of(study_rows)
     epochs: dict = {}
     for r in study_rows:
         if r.get("kind") == "epoch":
@@ -161,6 +231,9 @@ def study_section(study: Study, study_rows: list[dict], plots: list[str],
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for v in study.variants:
         cells = [v.label] + ([sizes.get(v.name, "—")] if sized else [])
+        under = [t for t in tasks if v.name in excluded.get(t, ())]
+        if under:
+            cells[0] += f" (not learned: {', '.join(under)})"
         if study.pretraining_metric:
             p = pre.get(v.name)
             cells.append(f"{p['value']:.2f}" if p and p["metric"] == study.pretraining_metric
@@ -178,9 +251,19 @@ def study_section(study: Study, study_rows: list[dict], plots: list[str],
         cells += [_paper_number(v.paper[c]) if c in v.paper else "—"
                   for c in study.paper_columns]
         lines.append("| " + " | ".join(cells) + " |")
+    if any(t in baseline for t in tasks):  # the gate every cell must pass
+        cells = ["Trivial baseline (gate)"] + (["—"] if sized else []) + \
+            (["—"] if study.pretraining_metric else [])
+        for t in tasks:
+            name, value = baseline.get(t, ("", None))
+            text = f"{value:.1f} ({name})" if value is not None else "—"
+            cells += [text] * (len(epoch_numbers) if epoch_numbers else 1)
+        cells += ["—"] * len(study.paper_columns)
+        lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     for t in tasks:
-        o = ordering(study, summary, t, column=paper_of.get(t), sizes=sizes)
+        o = ordering(study, summary, t, column=paper_of.get(t), sizes=sizes,
+                     excluded=excluded.get(t, set()))
         if o["paper_column"] == "average":
             ref = "the mean of the paper's columns"
         elif o["paper_column"] in study.paper_columns:
@@ -194,7 +277,9 @@ def study_section(study: Study, study_rows: list[dict], plots: list[str],
                      f"{whats.get(t, what)}) vs {ref}: "
                      f"{verdict} ({o['agree']} of {o['pairs']} pairs in the paper's order, "
                      f"{o['ties']} tied)" + (f"; reversed: {'; '.join(o['disagreements'])}"
-                                             if o["disagreements"] else ""))
+                                             if o["disagreements"] else "")
+                     + (f"; not learned (left out): {', '.join(o['excluded'])}"
+                        if o["excluded"] else ""))
     if study.pretraining_metric and study.pretraining_paper_column:
         ppl = {(name, "ppl"): (float(r["value"]), 0.0, 1) for name, r in pre.items()
                if r["metric"] == study.pretraining_metric and r["value"] is not None}
@@ -226,6 +311,8 @@ def study_section(study: Study, study_rows: list[dict], plots: list[str],
         lines += ["", "Pretraining cells: " + "; ".join(
             f"{', '.join(names)}: {r['metric']} {r['value']} ({r['steps']} steps, "
             f"{r['wall_s']} s)" for r, names in pre_cells.values())]
+    lines += claim_lines(study_rows)
+    lines += budget_lines(study_rows)
     for png in plots:
         lines += ["", f"![{study.name}]({os.path.relpath(png, output_dir)})"]
     lines.append("")

@@ -29,8 +29,16 @@ class StudyRunOptions:
                         "(../shared/data, hours on a CPU) or base (the papers' sizes).")
     output_dir: str = option("", "Folder of the cells, results.json, results.md and plots. "
                              "Finished cells there are reused; unfinished ones are run again.")
-    seeds: str = option("1", "Fine-tuning seeds, comma-separated (each cell runs once per "
-                        "seed; the table gives mean ± spread).")
+    seeds: str = option("", "Fine-tuning seeds, comma-separated (each cell runs once per "
+                        "seed; the table gives mean ± spread). Empty: the scale's (1 at tiny; "
+                        "1,2,3 at small and base).")
+    pretraining_seeds: int = option(0, "Pretraining seeds per variant: --seed, --seed + 1, "
+                                    "... (0: the scale's; 1 at tiny, 2 at small and base).")
+    cased: bool = option(False, "A cased vocabulary and cased tokenization everywhere "
+                         "(pretraining, tasks, baselines; NER needs case). Its cells are "
+                         "keyed apart (\"-cased\").")
+    estimate: bool = option(False, "Print the grid's cells and their estimated CPU hours on "
+                            "this machine kind (`bert_tf.studies.estimate`), run nothing.")
     data_dir: str = option("../shared/data", "Folder holding pretrain/, glue/, imdb/, squad/ "
                            "and conll2003/ (small and base scales).")
     pretraining_steps: int = option(0, "Override the scale's pretraining steps (0: the "
@@ -93,6 +101,8 @@ def run_study(options: StudyRunOptions, say: Callable[[str], None] = print) -> d
         overrides["pretraining_steps"] = options.pretraining_steps
     if options.finetuning_epochs:
         overrides["finetuning_epochs"] = options.finetuning_epochs
+    if options.cased:
+        overrides["do_lower_case"] = False
     only_tasks = options.task_names()
     if only_tasks:
         unknown = [t for t in only_tasks if t not in scale.tasks]
@@ -105,7 +115,9 @@ def run_study(options: StudyRunOptions, say: Callable[[str], None] = print) -> d
         raise StudyError("--output_dir is required")
     if os.path.isfile(options.output_dir):
         raise StudyError(f"--output_dir={options.output_dir} is a file; expected a folder")
-    seeds = options.seed_list()
+    seeds = options.seed_list() if options.seeds.strip() else list(scale.finetuning_seeds)
+    if options.pretraining_seeds < 0:
+        raise StudyError(f"--pretraining_seeds={options.pretraining_seeds}: expected >= 0")
     only = options.variant_names()
     known = {v.name for s in studies for v in s.variants}
     unknown = [n for n in only if n not in known]
@@ -117,6 +129,12 @@ def run_study(options: StudyRunOptions, say: Callable[[str], None] = print) -> d
     if not studies:
         raise StudyError(f"--variants={options.variants}: no variant of --study={options.study} "
                          f"applies at --scale={scale.name}")
+    if options.estimate:
+        from bert_tf.studies.estimate import estimate_grid, format_estimate
+
+        found = estimate_grid(studies, scale, seeds, pretraining_seeds(scale, options))
+        say(format_estimate(found, scale))
+        return {"rows": [], "ran": [], "skipped": [], "estimate": found}
     from bert_tf.studies import data as study_data
 
     study_data.check_data(scale, options.data_dir,
@@ -141,10 +159,35 @@ def _check_gpt_transformation(result: dict, variant, task, cell_dir: str) -> Non
 
 def _budget_key(scale, seed: int) -> str:
     """Cells of different budgets never share a folder: the key holds the scale's name and the
-    settings the command line can change (pretraining steps, seed). A scale's other settings
-    are fixed by its declaration; after editing one, use a new --output_dir."""
+    settings the command line can change (pretraining steps, seed), and a cased vocabulary. A
+    scale's other settings are fixed by its declaration; after editing one, use a new
+    --output_dir."""
     return (f"{scale.name}-L{scale.num_layers}H{scale.hidden_size}-s{scale.max_seq_length}-"
-            f"p{scale.pretraining_steps}x{scale.pretraining_batch}-seed{seed}")
+            f"p{scale.pretraining_steps}x{scale.pretraining_batch}-seed{seed}"
+            + ("" if scale.do_lower_case else "-cased"))
+
+
+def finetuning_budget(scale, task: str) -> str:
+    """The fine-tuning budget part of a cell key: epochs, batch, learning rate, training cap,
+    and (when not the scale's defaults) the task's length and head + tail cut."""
+    key = (f"e{scale.finetuning_epochs:g}-b{scale.finetuning_batch}-"
+           f"lr{scale.finetuning_lr:g}-n{scale.max_train_for(task)}")
+    if scale.seq_for(task) != scale.max_seq_length:
+        key += f"-s{scale.seq_for(task)}"
+    if task in scale.head_tail_tasks:
+        key += "-headtail"
+    return key
+
+
+def pretraining_seeds(scale, options: StudyRunOptions) -> list[int]:
+    """The pretraining seeds: --seed, --seed + 1, ... (--pretraining_seeds of them, default the
+    scale's). The first one's cells are keyed as before pretraining seeds existed."""
+    n = options.pretraining_seeds or scale.pretraining_seeds
+    return [options.seed + k for k in range(n)]
+
+
+def _pseed_suffix(pseed: int, options: StudyRunOptions) -> str:
+    return "" if pseed == options.seed else f"-pseed{pseed}"
 
 
 def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions,
@@ -152,41 +195,49 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
     from tqdm.auto import tqdm
 
     from bert_tf.studies import data as study_data
-    from bert_tf.studies import cell_runs, report
+    from bert_tf.studies import baselines, cell_runs, gates, report, statistics
 
     store = CellStore(options.output_dir)
     budget = _budget_key(scale, options.seed)
     command = options.command_line()
-    # Fine-tuning cells of another fine-tuning budget are other cells.
-    ft_budget = (f"e{scale.finetuning_epochs:g}-b{scale.finetuning_batch}-"
-                 f"lr{scale.finetuning_lr:g}-n{scale.max_train_examples}")
-    ner_budget = (f"e{scale.finetuning_epochs:g}-b{scale.finetuning_batch}-"
-                  f"lr{scale.finetuning_lr:g}-n{scale.ner_max_sentences}")
-    # The grid: one data cell, the distinct pretraining cells, the distinct fine-tuning cells
-    # (each study's evaluations: its tasks and NER columns), the zero-shot cells (GPT-1
-    # Figure 2).
-    pre_cells: dict[str, object] = {}
+    pseeds = pretraining_seeds(scale, options)
+    # The grid: one data cell, the distinct pretraining cells (per pretraining seed), the
+    # baseline cells (per task), the distinct fine-tuning cells (each study's evaluations: its
+    # tasks and NER columns, per pretraining seed and fine-tuning seed), the zero-shot cells
+    # (GPT-1 Figure 2, first pretraining seed).
+    pre_cells: dict[str, tuple] = {}
     ft_cells: dict[str, tuple] = {}
     zs_cells: dict[str, tuple] = {}
+    base_cells: dict[str, str] = {}
 
-    def ft_key(v, task: str, seed: int) -> str:
-        budget_part = ner_budget if task == scale.ner_task else ft_budget
-        return f"{v.finetuning_cell(scale)}/{task}/{budget_part}/seed{seed}"
+    def pre_key(v, pseed: int) -> str:
+        return v.pretraining_cell(scale) + _pseed_suffix(pseed, options)
+
+    def ft_key(v, task: str, pseed: int | None, seed: int) -> str:
+        suffix = _pseed_suffix(pseed, options) if v.pretraining_key else ""
+        return f"{v.finetuning_cell(scale)}{suffix}/{task}/{finetuning_budget(scale, task)}/" \
+               f"seed{seed}"
+
+    def variant_pseeds(v) -> list:
+        return pseeds if v.pretraining_key else [None]
 
     for study in studies:
         for v in study.variants:
             if v.pretraining_key:
-                pre_cells.setdefault(v.pretraining_cell(scale), v)
+                for p in pseeds:
+                    pre_cells.setdefault(pre_key(v, p), (v, p))
         for e in study.evaluations(scale):
-            for seed in seeds:
-                ft_cells.setdefault(ft_key(e.run, e.task, seed), (e.run, e.task, seed))
+            base_cells.setdefault(f"{e.task}/{finetuning_budget(scale, e.task)}", e.task)
+            for p in variant_pseeds(e.run):
+                for seed in seeds:
+                    ft_cells.setdefault(ft_key(e.run, e.task, p, seed), (e.run, e.task, p, seed))
         if study.zero_shot:
             gpt = [v for v in study.variants if v.model == "gpt" and v.pretraining_key]
             for v in gpt[:1]:
                 for task in study.tasks(scale):
                     if task in study_data.ZERO_SHOT:
                         zs_cells.setdefault(f"{v.pretraining_cell(scale)}/{task}", (v, task))
-    total = 1 + len(pre_cells) + len(ft_cells) + len(zs_cells)
+    total = 1 + len(pre_cells) + len(base_cells) + len(ft_cells) + len(zs_cells)
     ran, skipped = [], []
     bar = tqdm(total=total, desc=f"study cells ({scale.name})", unit="cell")
     from absl import logging as absl_logging
@@ -205,35 +256,59 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
         bar.update(1)
         return result, did_run
 
+    def pretrain(key: str, v, sized, pseed: int) -> tuple[dict, dict, str]:
+        """The pretraining cell and its gate; under the gate, one re-run at the gate's lower
+        learning rate (its own cell). Returns (result, gate, the cell key used)."""
+        def fn(s):
+            if v.model == "gpt":
+                return lambda d: cell_runs.pretrain_gpt(d, s, data, pseed)
+            return lambda d: cell_runs.pretrain_bert(d, v, s, data, pseed)
+
+        result, _ = cell("pretraining", key, fn(sized))
+        gate = gates.pretraining_gate(scale.pretraining_gate, v.model, result.get("curve", []),
+                                      result["steps"])
+        if gate["gate_passed"]:
+            return result, gate, key
+        lr = sized.pretraining_lr * scale.pretraining_gate.retry_lr_factor
+        retry_key = f"{key}-lr{lr:g}"
+        bar.total += 1
+        say(f"pretraining/{key}: under its gate ({gate}); running it again at lr {lr:g} "
+            f"({retry_key})")
+        retried, _ = cell("pretraining", retry_key,
+                          fn(dataclasses.replace(sized, pretraining_lr=lr)))
+        gate2 = gates.pretraining_gate(scale.pretraining_gate, v.model,
+                                       retried.get("curve", []), retried["steps"])
+        gate2.update(retry_of=key, first_attempt=gate)
+        return retried, gate2, retry_key
+
     try:
         data, _ = cell("data", "corpus", lambda d: {
             **study_data.prepare_corpus(d, scale, options.data_dir, options.seed), "data_dir": d})
-        pre_results = {}
-        for key, v in pre_cells.items():
-            sized = v.sized_scale(scale)
-            if v.model == "gpt":
-                fn = (lambda d, s=sized: cell_runs.pretrain_gpt(d, s, data, options.seed))
-            else:
-                fn = (lambda d, v=v, s=sized: cell_runs.pretrain_bert(d, v, s, data,
-                                                                     options.seed))
-            pre_results[key], _ = cell("pretraining", key, fn)
+        pre_results, pre_gates, pre_used = {}, {}, {}
+        for key, (v, pseed) in pre_cells.items():
+            pre_results[key], pre_gates[key], pre_used[key] = pretrain(
+                key, v, v.sized_scale(scale), pseed)
         tasks: dict[str, object] = {}
 
         def task_data(name: str):
             if name not in tasks:
                 if name == scale.ner_task:
                     tasks[name] = study_data.load_ner_task(options.data_dir,
-                                                           scale.ner_max_sentences,
+                                                           scale.max_train_for(name),
                                                            options.seed)
                 else:
                     tasks[name] = study_data.load_task(name, data["data_dir"],
                                                        options.data_dir,
-                                                       scale.max_train_examples, options.seed)
+                                                       scale.max_train_for(name), options.seed)
             return tasks[name]
 
+        base_results = {}
+        for key, task_name in base_cells.items():
+            base_results[task_name], _ = cell("baseline", key, lambda d, t=task_name: (
+                _baselines(t, task_data(t), scale, data)))
         ft_results = {}
-        for key, (v, task_name, seed) in ft_cells.items():
-            pre = pre_results.get(v.pretraining_cell(scale)) if v.pretraining_key else None
+        for key, (v, task_name, pseed, seed) in ft_cells.items():
+            pre = pre_results.get(pre_key(v, pseed)) if v.pretraining_key else None
             run_fn = cell_runs.finetune_ner if task_name == scale.ner_task else \
                 cell_runs.finetune_squad if task_name == "SQuAD" else cell_runs.finetune
             ft_results[key], _ = cell("finetuning", key, lambda d, v=v, t=task_data(task_name),
@@ -247,52 +322,72 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
             zs_results[key], _ = cell("zero_shot", key, lambda d, v=v, t=task_data(task_name),
                                       p=prompt, w=words: cell_runs.zero_shot(
                                           d, v.sized_scale(scale), data, t,
-                                          pre_results[v.pretraining_cell(scale)], p, w,
+                                          pre_results[pre_key(v, options.seed)], p, w,
                                           options.seed))
     finally:
         bar.close()
         absl_logging.set_verbosity(verbosity)
 
     rows = []
+    per_example: dict = {}  # id(row) -> PerExample json of a fine-tuning row
     for study in studies:
         for v in study.variants:
             size = "L{}/H{}/A{}".format(*v.model_size(scale))
             if v.pretraining_key:
-                pkey = v.pretraining_cell(scale)
-                p = pre_results[pkey]
-                metric = next((m for m in (study.pretraining_metric,
-                                           "held_out_masked_lm_accuracy", "held_out_lm_perplexity",
-                                           "final_lm_loss")
-                               if m and m in p), "steps")
-                rows.append({"study": study.name, "variant": v.name, "task": "pretraining",
-                             "kind": "pretraining", "model": size,
-                             "metric": metric, "value": p.get(metric), "seed": options.seed,
-                             "steps": p["steps"], "wall_s": p["wall_s"],
-                             "command": p.get("command", command),
-                             "cell": f"pretraining/{budget}/{pkey}"})
+                for pseed in pseeds:
+                    key = pre_key(v, pseed)
+                    p, gate = pre_results[key], pre_gates[key]
+                    metric = next((m for m in (study.pretraining_metric,
+                                               "held_out_masked_lm_accuracy",
+                                               "held_out_lm_perplexity", "final_lm_loss")
+                                   if m and m in p), "steps")
+                    rows.append({"study": study.name, "variant": v.name, "task": "pretraining",
+                                 "kind": "pretraining", "model": size,
+                                 "metric": metric, "value": p.get(metric), "seed": pseed,
+                                 "pretraining_seed": pseed, "steps": p["steps"],
+                                 "wall_s": p["wall_s"], "tokens_seen": p.get("tokens_seen"),
+                                 "targets_per_step": p.get("targets_per_step"),
+                                 "pretraining_lr": p.get("pretraining_lr"),
+                                 "gate_passed": gate["gate_passed"], "gate": gate,
+                                 "command": p.get("command", command),
+                                 "cell": f"pretraining/{budget}/{pre_used[key]}"})
             for e in study.evaluations(scale):
                 if e.variant is not v:
                     continue
-                for seed in seeds:
-                    key = ft_key(e.run, e.task, seed)
-                    r = ft_results[key]
-                    base = {"study": study.name, "variant": v.name, "task": e.task,
-                            "column": e.column, "model": size, "seed": seed,
-                            "wall_s": r["wall_s"], "command": r.get("command", command),
-                            "cell": f"finetuning/{budget}/{key}"}
-                    if e.paper_column:
-                        base["paper_column"] = e.paper_column
-                    if e.run.feature_layers:
-                        base["features"] = e.run.feature_layers
-                    if e.run.feature_layers and e.paper_column:  # a NER column's: its header
-                        base["features_described"] = describe_features(
-                            e.run.feature_layers, e.run.model_size(scale)[0])
-                    rows.append({**base, "kind": "finetuning", "metric": r["metric"],
-                                 "value": r["value"], "steps": r["steps"]})
-                    for p in r.get("per_epoch", []):
-                        rows.append({**base, "kind": "epoch", "metric": r["metric"],
-                                     "value": p["value"], "steps": p["step"],
-                                     "epoch": p["epoch"]})
+                baseline = base_results[e.task]
+                for pseed in variant_pseeds(e.run):
+                    pre_gate = pre_gates[pre_key(e.run, pseed)]["gate_passed"] \
+                        if e.run.pretraining_key else True
+                    for seed in seeds:
+                        key = ft_key(e.run, e.task, pseed, seed)
+                        r = ft_results[key]
+                        base = {"study": study.name, "variant": v.name, "task": e.task,
+                                "column": e.column, "model": size, "seed": seed,
+                                "pretraining_seed": pseed,
+                                "wall_s": r["wall_s"], "command": r.get("command", command),
+                                "cell": f"finetuning/{budget}/{key}"}
+                        if e.paper_column:
+                            base["paper_column"] = e.paper_column
+                        if e.run.feature_layers:
+                            base["features"] = e.run.feature_layers
+                        if e.run.feature_layers and e.paper_column:  # a NER column's header
+                            base["features_described"] = describe_features(
+                                e.run.feature_layers, e.run.model_size(scale)[0])
+                        row = {**base, "kind": "finetuning", "metric": r["metric"],
+                               "value": r["value"], "steps": r["steps"],
+                               "baseline": baseline["value"], "baseline_name": baseline["gate"],
+                               "pretraining_gate_passed": pre_gate,
+                               "gate_passed": pre_gate and gates.task_gate(
+                                   r["value"], baseline["value"])}
+                        if "per_example" in r:
+                            cell_pe = statistics.PerExample.from_json(r["per_example"])
+                            row.update(statistics.cell_interval(cell_pe))
+                            per_example[id(row)] = cell_pe
+                        rows.append(row)
+                        for p in r.get("per_epoch", []):
+                            rows.append({**base, "kind": "epoch", "metric": r["metric"],
+                                         "value": p["value"], "steps": p["step"],
+                                         "epoch": p["epoch"]})
         for key, (v, task) in zs_cells.items():
             if not any(x is v for x in study.variants):
                 continue
@@ -302,16 +397,72 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
                              "kind": "zero_shot", "model": "L{}/H{}/A{}".format(
                                  *v.model_size(scale)),
                              "metric": r["metric"], "value": value, "seed": options.seed,
+                             "pretraining_seed": options.seed,
                              "steps": step, "wall_s": r["wall_s"],
                              "command": r.get("command", command),
                              "cell": f"zero_shot/{budget}/{key}",
                              "majority_class": r["majority_class"]})
+        rows += claim_rows(study, [r for r in rows if r["study"] == study.name], per_example)
     plots = {}
     for study in studies:
-        curves = {v.pretraining_cell(scale): pre_results[v.pretraining_cell(scale)].get(
-            "curve", []) for v in study.variants if v.pretraining_key}
+        curves = {}
+        for v in study.variants:
+            if v.pretraining_key:
+                key = pre_key(v, options.seed)
+                curves[pre_used[key]] = pre_results[key].get("curve", [])
         plots[study.name] = report.plot_study(options.output_dir, study, rows, curves)
     paths = report.write_results(options.output_dir, studies, rows, scale.name, seeds, plots)
     say(f"{len(ran)} cells run, {len(skipped)} reused; {paths['md']}")
     return {"rows": rows, "ran": ran, "skipped": skipped, "results_json": paths["json"],
             "results_md": paths["md"], "plots": plots}
+
+
+def _baselines(task_name: str, task, scale, data: dict) -> dict:
+    """The baseline cell of a task: `baselines.task_baselines` on the split the cells use
+    (the models' tokenizer and length, the head + tail cut where the scale makes it)."""
+    from bert_tf.studies import baselines
+    from bert_tf.studies.data import head_tail_task, task_metric
+    from bert_tf.tokenization import FullTokenizer
+
+    tokenizer = FullTokenizer(data["vocab_file"], do_lower_case=scale.do_lower_case)
+    seq = scale.seq_for(task_name)
+    if task_name in scale.head_tail_tasks:
+        task = head_tail_task(task, tokenizer, seq)
+    return {"task": task_name, "metric": task_metric(task_name), "max_seq_length": seq,
+            **baselines.task_baselines(task, task_metric(task_name), tokenizer.tokenize, seq)}
+
+
+def claim_rows(study: Study, study_rows: list[dict], per_example: dict) -> list[dict]:
+    """The verdict of every declared claim of `study` (`declarations.CLAIMS`) on its rows, as
+    rows of kind "claim" (`statistics.judge_claims`: paired bootstrap, Holm within the study,
+    the fixed rule). Claims on columns this run has no cells of are left out; cells without
+    per-example scores (written before they were stored) leave their claim inconclusive."""
+    from bert_tf.studies import statistics
+    from bert_tf.studies.declarations import CLAIMS
+    from bert_tf.studies.report import column_of
+
+    scored = [r for r in study_rows if r.get("kind") == "finetuning"]
+    columns = {column_of(r) for r in scored}
+    claims = [c for c in CLAIMS if c.study == study.name and c.column in columns]
+    cells: dict = {}
+    passed: dict = {}
+    missing: set = set()
+    for r in scored:
+        key = (r["variant"], column_of(r))
+        passed[key] = passed.get(key, True) and bool(r.get("gate_passed", True))
+        if id(r) not in per_example:
+            missing.add(key)
+            continue
+        cells.setdefault(key, {}).setdefault(r.get("pretraining_seed"), []).append(
+            per_example[id(r)])
+    for key in missing:
+        cells.pop(key, None)
+    out = []
+    for result in statistics.judge_claims(claims, cells, passed):
+        if result["verdict"] == "inconclusive" and result.get("reason", "").startswith(
+                "not run") and any(k in missing for k in ((result["better"], result["column"]),
+                                                          (result["worse"], result["column"]))):
+            result["reason"] = "no per-example scores in a side's cells (older cells)"
+        out.append({"study": study.name, "kind": "claim", "variant": result["name"],
+                    "task": result["column"], **result})
+    return out

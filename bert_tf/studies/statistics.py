@@ -64,7 +64,8 @@ class Claim:
       study: the study (table) it belongs to; Holm's correction runs within it.
       column: the table column (a task, or a NER column's name).
       better, worse: variant names; the paper says `better` scores higher on `column`.
-      paper_effect: the paper's difference better - worse, in its points (>= 0).
+      paper_effect: the paper's difference better - worse, in its points (None: the paper
+        states the direction without a number; an expected null needs one).
       expected_null: the paper's effect is within NULL_MARGIN: reported as an interval
         against it (equivalence), not as an ordering.
       primary: a claim the papers' large effects say must hold (docs/studies.md lists them).
@@ -76,7 +77,7 @@ class Claim:
     column: str
     better: str
     worse: str
-    paper_effect: float
+    paper_effect: float | None
     expected_null: bool = False
     primary: bool = False
     text: str = ""
@@ -309,3 +310,14 @@ def per_example_from_predictions(metric: str, pred: np.ndarray, gold: np.ndarray
 
 def finite(x) -> bool:
     return x is not None and math.isfinite(float(x))
+
+
+def cell_interval(cell: PerExample, replicates: int = 1000, seed: int = 0) -> dict:
+    """{"ci_low", "ci_high"}: the 95% percentile interval of one cell's metric over bootstrap
+    resamples of its dev examples (the table's interval of a single run)."""
+    n = cell.size
+    if not n:
+        return {}
+    index = np.random.default_rng(seed).integers(0, n, size=(replicates, n))
+    lo, hi = np.percentile(np.asarray(cell.metric(index), np.float64), [2.5, 97.5])
+    return {"ci_low": round(float(lo), 2), "ci_high": round(float(hi), 2)}

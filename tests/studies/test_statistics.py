@@ -92,3 +92,42 @@ def test_different_dev_sets_are_refused():
     b = {1: [PerExample("correct", values=np.ones(11, np.int8))]}
     with pytest.raises(StatisticsError, match="same dev set"):
         paired_bootstrap(a, b, replicates=10)
+
+
+def test_claim_rows_and_the_report_of_a_study():
+    """run.py's claim rows from fine-tuning rows (as _run writes them) and results.md's claims
+    table, baseline row and not-learned marks; the declared claims name real variants."""
+    from bert_tf.studies import STUDIES
+    from bert_tf.studies.declarations import CLAIMS
+    from bert_tf.studies.report import study_section
+    from bert_tf.studies.run import claim_rows
+
+    for c in CLAIMS:
+        names = {v.name for v in STUDIES[c.study].variants}
+        assert c.better in names and c.worse in names, c
+        assert not c.expected_null or c.paper_effect is not None
+    study = STUDIES["gpt_ablations"]
+    rates = {"aux_lm": 0.8, "no_aux_lm": 0.8, "no_pretraining": 0.5}
+    rows, per_example = [], {}
+    for k, (variant, rate) in enumerate(rates.items()):
+        pseeds = [None] if variant == "no_pretraining" else [1, 2]
+        for p in pseeds:
+            for cell in _cells(rate, 10 * k + (p or 0), pre_seeds=(1,))[1]:
+                value = float(cell.metric())
+                row = {"study": study.name, "variant": variant, "task": "SST-2",
+                       "column": "SST-2", "kind": "finetuning", "metric": "accuracy",
+                       "value": value, "seed": 1, "pretraining_seed": p, "model": "L2/H128/A2",
+                       "baseline": 60.0, "baseline_name": "Naive Bayes",
+                       "gate_passed": value > 60.0, "cell": f"c{len(rows)}"}
+                per_example[id(row)] = cell
+                rows.append(row)
+    claims = {r["variant"]: r for r in claim_rows(study, rows, per_example)}
+    assert claims["g5_pretrained_sst2"]["verdict"] == "holds"
+    assert claims["g5_pretrained_sst2"]["kind"] == "claim"
+    assert claims["g5_aux_lm_sst2"]["expected_null"]
+    md = "\n".join(study_section(study, rows + list(claims.values()), [], "."))
+    assert "| Trivial baseline (gate) | 60.0 (Naive Bayes) |" in md
+    assert "Transformer w/o pre-training (not learned: SST-2)" in md
+    assert "not learned (left out): no_pretraining" in md
+    assert "| pretrained GPT > GPT from random weights (SST-2, paper 91.3 vs 84.0) (primary) " \
+           "| SST-2 |" in md

@@ -1,0 +1,126 @@
+"""The CPU time of a study grid before it runs (`tools/run_study.py --estimate`), from a cost
+model calibrated on the published `small` run (docs/studies_small/results.json, 2026-11: L2
+H128 A2 at length 64, batch 32, on this machine kind's 2 cores shared with other work):
+
+* BERT pretraining 8,000 steps x 32 x 64 = 16.4M tokens in 380 s (MLM + NSP, data generation
+  and the held-out evaluation included): `RATE["bert_pretraining"]` s per token; the
+  left-to-right model's 775 s: `RATE["gpt_pretraining"]` (its LM head scores every position);
+* BERT fine-tuning: 5,000 SST-2 examples x 3 epochs x 64 in 20 s, of which ~10 s are the
+  cell's fixed cost (`OVERHEAD_S`): `RATE["bert_finetuning"]`; GPT cells took 1.7x (no aux
+  LM), 4x (aux LM), 2.2x (the BiLSTM head) as long; feature-based NER 2.3x fine-tuned NER;
+* a model of L layers and width H costs 0.3 + 0.7 L H / (2 x 128) of the L2 H128 model's time
+  per token (the fixed part: embeddings, the data pipeline), and a length S 1 + S / (8 H)
+  of the length-64 cost per token relative to 1 + 64 / (8 H) (attention's S^2 H against the
+  feed-forward's 8 S H^2);
+* SQuAD reads `squad_windows` windows per question (about 2 for its ~160-WordPiece
+  paragraphs at length >= 192 with stride 64, 4 at length 64), at `SQUAD_EFFICIENCY` of the
+  classification cells' cost per token (the published SQuAD cells took 46 s on average where
+  the classification rate said 111 s).
+
+Checked on the published run's own grid (Table 5, GPT Table 5, BERT vs GPT at small_v1, 3
+seeds): 2.52 h estimated, 2.32 h measured (pretraining 0.68 vs 0.78 h; MRPC under, SQuAD
+over by up to 0.1 h each).
+
+The estimate is a plan, not a measurement: a loaded machine takes longer (the published cells
+ran beside other helpers' tests). Every cell counts in full; cells already done in the output
+folder are not subtracted.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+RATE = {"bert_pretraining": 380 / 16.4e6, "gpt_pretraining": 775 / 16.4e6,
+        "bert_finetuning": 10 / (5000 * 3 * 64)}
+OVERHEAD_S = {"pretraining": 30.0, "finetuning": 10.0, "baseline": 20.0, "zero_shot": 60.0,
+              "data": 600.0}
+GPT_FACTOR = {"default": 1.7, "aux_lm": 4.0, "bilstm": 2.2}
+FEATURE_BASED_FACTOR = 2.3
+SQUAD_EFFICIENCY = 0.4
+TASK_TRAIN = {"SST-2": 67349, "CoLA": 8551, "MRPC": 3668, "RTE": 2490, "STS-B": 5749,
+              "IMDb": 22500, "SQuAD": 7750, "conll2003": 14041, "topic": 459}
+"""Training examples of each task (SQuAD: the questions of the dev-article split's training
+articles; IMDb: 25,000 minus the 2,500 held out)."""
+TASK_HELD_OUT = {"SST-2": 872, "CoLA": 1043, "MRPC": 408, "RTE": 277, "STS-B": 1500,
+                 "IMDb": 2500, "SQuAD": 2817, "conll2003": 3250, "topic": 150}
+
+
+def squad_windows(seq: int) -> float:
+    """Windows per SQuAD question at length `seq` (module docstring)."""
+    return 2.0 if seq >= 192 else 3.0 if seq >= 128 else 4.0
+
+
+def _size(layers: int, hidden: int, seq: int) -> float:
+    per_token = 0.3 + 0.7 * layers * hidden / 256.0
+    return per_token * (1 + seq / (8.0 * hidden)) / (1 + 64 / (8.0 * hidden))
+
+
+@dataclasses.dataclass
+class CellEstimate:
+    kind: str
+    key: str
+    seconds: float
+
+
+def estimate_grid(studies, scale, seeds: list[int], pretraining_seeds: list[int]
+                  ) -> list[CellEstimate]:
+    """One `CellEstimate` per distinct cell of the grid (as `run._run` builds it)."""
+    cells: dict[str, CellEstimate] = {}
+
+    def add(kind: str, key: str, seconds: float) -> None:
+        cells.setdefault(f"{kind}/{key}", CellEstimate(kind, key, round(seconds, 1)))
+
+    add("data", "corpus", OVERHEAD_S["data"])
+    for study in studies:
+        for v in study.variants:
+            layers, hidden, _ = v.model_size(scale)
+            seq = scale.max_seq_length
+            tokens = scale.pretraining_steps * scale.pretraining_batch * seq
+            if v.pretraining_key:
+                rate = RATE["gpt_pretraining" if v.model == "gpt" else "bert_pretraining"]
+                for p in pretraining_seeds:
+                    add("pretraining", f"{v.pretraining_cell(scale)}/p{p}",
+                        OVERHEAD_S["pretraining"] + rate * tokens * _size(layers, hidden, seq))
+        for e in study.evaluations(scale):
+            run = e.run
+            layers, hidden, _ = run.model_size(scale)
+            seq = scale.seq_for(e.task)
+            train = TASK_TRAIN.get(e.task, 5000)
+            cap = scale.max_train_for(e.task)
+            if cap:
+                train = min(train, cap)
+            held = TASK_HELD_OUT.get(e.task, 1000)
+            if e.task == scale.ner_task and cap:
+                held = min(held, cap)
+            windows = squad_windows(seq) * SQUAD_EFFICIENCY if e.task == "SQuAD" else 1.0
+            tokens = (train * scale.finetuning_epochs + held * (
+                scale.finetuning_epochs if run.per_epoch else 1)) * windows * seq
+            factor = 1.0
+            if run.model == "gpt":
+                factor = GPT_FACTOR["bilstm" if run.head == "bilstm" else
+                                    "aux_lm" if run.lm_coef else "default"]
+            if run.feature_layers:
+                factor *= FEATURE_BASED_FACTOR
+            seconds = OVERHEAD_S["finetuning"] + RATE["bert_finetuning"] * tokens * factor * \
+                _size(layers, hidden, seq)
+            add("baseline", e.task, OVERHEAD_S["baseline"])
+            for p in (pretraining_seeds if run.pretraining_key else [None]):
+                for s in seeds:
+                    add("finetuning", f"{run.finetuning_cell(scale)}/p{p}/{e.task}/s{s}",
+                        seconds)
+        if study.zero_shot:
+            add("zero_shot", study.name, OVERHEAD_S["zero_shot"])
+    return list(cells.values())
+
+
+def format_estimate(cells: list[CellEstimate], scale) -> str:
+    """The --estimate text: hours per kind of cell and in total."""
+    by_kind: dict = {}
+    for c in cells:
+        n, s = by_kind.get(c.kind, (0, 0.0))
+        by_kind[c.kind] = (n + 1, s + c.seconds)
+    total = sum(c.seconds for c in cells)
+    lines = [f"Estimated CPU time of the grid at --scale={scale.name} (this machine kind, "
+             f"unloaded; bert_tf/studies/estimate.py):"]
+    lines += [f"  {kind}: {n} cells, {s / 3600:.2f} h" for kind, (n, s) in by_kind.items()]
+    lines.append(f"  total: {len(cells)} cells, {total / 3600:.2f} h")
+    return "\n".join(lines)
