@@ -9,6 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.errors import UserInputError
+from bert_tf.modeling.recompute import recompute_block
 from bert_tf.gpt.block import GptBlock
 from bert_tf.gpt.config import GptConfig
 from bert_tf.gpt.dropout import GptDropout
@@ -74,6 +75,8 @@ class GptModel(keras.Model):
         self.classifier = bool(classifier)
         self.embedding = GptEmbedding(c, name="embedding")
         self.blocks = [GptBlock(c, name=f"h{layer}") for layer in range(c.n_layer)]
+        # Training-time memory saver (`bert_tf.modeling.recompute`; not saved with the model).
+        self.recompute_activations = False
         self.clf = (GptClassifierHead(c.n_embd, self.clf_token, c.clf_pdrop, name="clf")
                     if self.classifier else None)
         self.build()
@@ -173,6 +176,9 @@ class GptModel(keras.Model):
         h, table = self.embedding(flat_tokens, flat_positions, training=training)
         embed_output, block_outputs, probs = h, [], []
         for block in self.blocks:
+            if self.recompute_activations and training and not return_intermediates:
+                h = recompute_block(block, lambda x, b=block: b(x, training=True), h)
+                continue
             h = block(h, training=training, return_probs=return_intermediates)
             if return_intermediates:
                 h, p = h

@@ -12,6 +12,7 @@ from bert_tf.modeling.attention import attention_mask_adder
 from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling.embeddings import BertEmbeddings, truncated_normal
 from bert_tf.modeling.serialization import DummyBatchBuilt, init_kwargs_from_saved, register
+from bert_tf.modeling.recompute import recompute_block
 from bert_tf.modeling.transformer import BertTransformerBlock
 
 # Input names follow the TF Hub BERT convention; the original's names are accepted too.
@@ -180,6 +181,8 @@ class BertEncoder(CheckedInputs, DummyBatchBuilt, keras.Model):
                        for i in range(config.num_hidden_layers)]
         self.pooler = keras.layers.Dense(config.hidden_size, activation="tanh",
                                          kernel_initializer=truncated_normal(config), name="pooler")
+        # Training-time memory saver (`bert_tf.modeling.recompute`; not saved with the model).
+        self.recompute_activations = False
 
     def get_config(self) -> dict:
         return {**super().get_config(), "config": self.config.to_dict(),
@@ -213,8 +216,14 @@ class BertEncoder(CheckedInputs, DummyBatchBuilt, keras.Model):
                 # [CLS] (for the pooler) followed by the requested positions.
                 positions = tf.cast(output_positions, tf.int32)
                 query_positions = tf.concat([tf.zeros_like(positions[:, :1]), positions], axis=1)
-            hidden = block(hidden, mask_adder, training=training,
-                           return_probs=return_attention_probs, query_positions=query_positions)
+            if self.recompute_activations and training and not return_attention_probs:
+                hidden = recompute_block(
+                    block, lambda h, m, b=block, q=query_positions: b(
+                        h, m, training=True, query_positions=q), hidden, mask_adder)
+            else:
+                hidden = block(hidden, mask_adder, training=training,
+                               return_probs=return_attention_probs,
+                               query_positions=query_positions)
             if return_attention_probs:
                 hidden, p = hidden
                 probs.append(p)

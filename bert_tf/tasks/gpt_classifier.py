@@ -43,6 +43,7 @@ from bert_tf.gpt.input_transforms import (InputTransformError, SpecialTokens,
                                           multiple_choice_inputs, similarity_inputs)
 from bert_tf.training.openai_adam import SCHEDULES
 from bert_tf.options import option
+from bert_tf.training.accumulation import MemoryOptions
 from bert_tf.training.distribution import DistributionOptions
 from bert_tf.training.precision import (FINETUNING_PRECISION_POLICIES,
                                         runs_under_precision_policy)
@@ -224,7 +225,7 @@ def transform_rows(rows: TaskRows, kind: str, encoder, n_ctx: int, special: Spec
 # The run
 # ---------------------------------------------------------------------------------------------
 @dataclasses.dataclass(kw_only=True)
-class GptClassifierRunOptions(DistributionOptions):
+class GptClassifierRunOptions(DistributionOptions, MemoryOptions):
     """Every option of tools/run_gpt_classifier.py (named as run_classifier.py's flags where the
     meaning is the same, plus train.py's: --lm_coef, --clf_pdrop, --lr_schedule, --l2,
     --vector_l2, --max_grad_norm, --b1, --b2, --e). The paper's settings:
@@ -496,7 +497,9 @@ def run_gpt_classifier(opts: GptClassifierRunOptions) -> dict:
             train_batch_size=opts.train_batch_size, clip_norm=opts.max_grad_norm,
             save_checkpoints_steps=opts.save_checkpoints_steps,
             keep_checkpoint_max=opts.keep_checkpoint_max, seed=opts.seed,
-            length_bucketing=opts.length_bucketing)
+            length_bucketing=opts.length_bucketing,
+            gradient_accumulation_steps=opts.gradient_accumulation_steps,
+            recompute_activations=opts.recompute_activations)
 
         def optimizer_fn():
             # The loop clips the summed gradients to --max_grad_norm; the optimizer's own clip

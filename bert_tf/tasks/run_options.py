@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 from bert_tf.options import option
+from bert_tf.training.accumulation import MemoryOptions
 from bert_tf.training.distribution import DistributionOptions
 
 
 @dataclasses.dataclass
-class FinetuningRunOptions(DistributionOptions):
+class FinetuningRunOptions(DistributionOptions, MemoryOptions):
     """The flags shared by every fine-tuning script (the first three may be given positionally;
     all three are required flags, a task may re-declare the model files as optional)."""
 
@@ -68,7 +69,9 @@ class FinetuningRunOptions(DistributionOptions):
             train_batch_size=self.train_batch_size,
             save_checkpoints_steps=self.save_checkpoints_steps,
             keep_checkpoint_max=self.keep_checkpoint_max, seed=self.seed,
-            plot_curves=self.plot_curves, length_bucketing=self.length_bucketing)
+            plot_curves=self.plot_curves, length_bucketing=self.length_bucketing,
+            gradient_accumulation_steps=self.gradient_accumulation_steps,
+            recompute_activations=self.recompute_activations)
 
 
 @dataclasses.dataclass

@@ -51,7 +51,9 @@ from bert_tf.checkpoints import (CheckpointError, assign_from_checkpoint, checkp
                                  load_encoder_savedmodel, load_original_checkpoint,
                                  remove_stale_temp_files, write_step_checkpoint)
 from bert_tf.modeling.dropout import dropout_masks_at_padded_length
+from bert_tf.modeling.recompute import enable_recompute
 from bert_tf.progress import progress_bar
+from bert_tf.training.accumulation import MemoryOptions, accumulate_gradients, check_accumulation
 from bert_tf.training.length_batching import DEFAULT_LENGTH_MULTIPLE, trim_padding
 from bert_tf.training.distribution import (check_global_batch, check_model_in_scope,
                                            check_tpu_paths, is_chief, is_tpu_strategy,
@@ -76,7 +78,7 @@ __all__ = ["ENCODER_INPUT_KEYS", "FinetuneOptions", "LossFn", "checkpoint_variab
 
 
 @dataclasses.dataclass
-class FinetuneOptions:
+class FinetuneOptions(MemoryOptions):
     """Hyper-parameters of one fine-tuning run (the original scripts' flags of the same names).
 
     Attributes:
@@ -101,6 +103,8 @@ class FinetuneOptions:
         `length_key` array, never on TPUs. False: every batch at full length.
       length_multiple: the cut lengths are multiples of this (or the full length; 8 by
         default, `training.length_batching.DEFAULT_LENGTH_MULTIPLE`).
+      gradient_accumulation_steps, recompute_activations (keyword-only): the memory savers of
+        `bert_tf.training.accumulation.MemoryOptions` (1 and False: the original step).
     """
 
     output_dir: str
@@ -130,6 +134,7 @@ class FinetuneOptions:
             raise ValueError(f"learning_rate must be positive, got {self.learning_rate}")
         if not self.clip_norm > 0:
             raise ValueError(f"clip_norm must be positive, got {self.clip_norm}")
+        self.check_memory_options(self.train_batch_size)
 
 
 def num_train_and_warmup_steps(num_examples: int, train_batch_size: int,
@@ -280,7 +285,8 @@ def _replica_loss(loss_value, ctx: tf.distribute.ReplicaContext) -> tf.Tensor:
 
 def make_train_step(model: keras.Model, optimizer, loss_fn: LossFn,
                     input_keys: Sequence[str] = ENCODER_INPUT_KEYS, clip_norm: float = 1.0,
-                    padded_length: int | None = None, length_key: str | None = None):
+                    padded_length: int | None = None, length_key: str | None = None,
+                    gradient_accumulation_steps: int = 1):
     """The per-replica step: forward (training=True), `loss_fn`, gradients summed over the
     replicas and clipped by global norm, update. Run it with `strategy.run` (or directly on one
     device). Returns `step(batch) -> {"loss", "learning_rate", "grad_norm"}` (scalars; the loss
@@ -288,10 +294,15 @@ def make_train_step(model: keras.Model, optimizer, loss_fn: LossFn,
 
     With `padded_length` (S) and `length_key` (the array whose last axis is the batch's cut
     sequence length L), batches may be cut to L <= S: dropout draws the masks of the S-padded
-    batch (`dropout_masks_at_padded_length`)."""
+    batch (`dropout_masks_at_padded_length`).
+
+    `gradient_accumulation_steps` k > 1: the batch's gradient is computed in k sequential
+    micro-batches (`bert_tf.training.accumulation`: the same update, one micro-batch's
+    activations in memory); each replica's batch must be divisible by k."""
     input_keys = tuple(input_keys)
     if (padded_length is None) != (length_key is None):
         raise ValueError("padded_length and length_key go together")
+    check_accumulation(gradient_accumulation_steps)
     optimizer.aggregate_gradients = False  # the step all-reduces itself, before clipping
 
     def step(batch):
@@ -314,6 +325,43 @@ def make_train_step(model: keras.Model, optimizer, loss_fn: LossFn,
         return {"loss": loss, "learning_rate": tf.cast(learning_rate, tf.float32),
                 "grad_norm": norm}
 
+    def accumulating_step(batch):
+        ctx = tf.distribute.get_replica_context()
+        k = gradient_accumulation_steps
+        learning_rate = optimizer.learning_rate  # at the pre-update iteration count
+        variables = model.trainable_variables
+        pair = []  # at trace time: whether loss_fn returns (sum, weight)
+
+        def micro_step(micro):
+            with _padded_dropout(micro):
+                outputs = model({key: micro[key] for key in input_keys}, training=True)
+                value = loss_fn(outputs, micro)
+            pair[:] = [isinstance(value, (tuple, list))]
+            if pair[0]:
+                loss_sum, weight = (tf.cast(x, tf.float32) for x in value)
+                return loss_sum, [loss_sum, tf.stop_gradient(weight)]
+            loss = tf.cast(value, tf.float32)
+            return loss, [loss, tf.ones([], tf.float32)]
+
+        grads, (loss_sum, weight) = accumulate_gradients(batch, k, variables, micro_step, 2)
+        replicas = ctx.num_replicas_in_sync
+        if pair[0]:  # Σ sums / the global batch's Σ weights, as `_replica_loss`
+            total = ctx.all_reduce(tf.distribute.ReduceOp.SUM, weight) if replicas > 1 else weight
+            denominator = tf.maximum(total, 1.0)
+        else:  # a mean over each micro-batch: Σ means / (k · replicas)
+            denominator = tf.constant(float(k * replicas), tf.float32)
+        share = loss_sum / denominator
+        pairs = [(g / tf.cast(denominator, g.dtype), v) for g, v in zip(grads, variables)
+                 if g is not None]
+        grads = [g for g, _ in pairs]
+        if replicas > 1:
+            grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
+        clipped, norm = clip_by_global_norm(grads, clip_norm)
+        optimizer.apply_gradients(zip(clipped, [v for _, v in pairs]))
+        loss = ctx.all_reduce(tf.distribute.ReduceOp.SUM, share) if replicas > 1 else share
+        return {"loss": loss, "learning_rate": tf.cast(learning_rate, tf.float32),
+                "grad_norm": norm}
+
     def _padded_dropout(batch):
         if padded_length is None:
             return contextlib.nullcontext()
@@ -321,7 +369,7 @@ def make_train_step(model: keras.Model, optimizer, loss_fn: LossFn,
         return dropout_masks_at_padded_length(padded_length, shape[-1],
                                               tf.reduce_prod(shape[:-1]))
 
-    return step
+    return step if gradient_accumulation_steps == 1 else accumulating_step
 
 
 def _train_dataset_fn(arrays: Mapping[str, np.ndarray], options: FinetuneOptions,
@@ -410,7 +458,10 @@ def train_model(model: keras.Model, arrays: Mapping[str, np.ndarray], loss_fn: L
     if is_tpu_strategy(strategy):
         check_tpu_paths([options.output_dir], "--output_dir")
     check_global_batch(options.train_batch_size, strategy)
+    options.check_memory_options(options.train_batch_size, strategy.num_replicas_in_sync)
     checkpoint_variable_map(model)  # builds it
+    if options.recompute_activations:
+        enable_recompute(model)
     check_model_in_scope(model, strategy)
     num_examples = _check_arrays(arrays, input_keys)
     if num_examples < options.train_batch_size:
@@ -450,7 +501,8 @@ def train_model(model: keras.Model, arrays: Mapping[str, np.ndarray], loss_fn: L
         _train_dataset_fn(arrays, options, skip_steps=start, length_key=length_key))
     iterator = iter(dist)
     replica_step = make_train_step(model, optimizer, loss_fn, input_keys, options.clip_norm,
-                                   padded_length=padded_length, length_key=length_key)
+                                   padded_length=padded_length, length_key=length_key,
+                                   gradient_accumulation_steps=options.gradient_accumulation_steps)
 
     @tf.function
     def train_step(it):

@@ -28,6 +28,9 @@ from bert_tf.errors import UserInputError
 from bert_tf.io_utils import atomic_write_text
 from bert_tf.modeling import BertConfig, BertPretrainer
 from bert_tf.modeling.cross_entropy import sparse_softmax_cross_entropy
+from bert_tf.modeling.recompute import enable_recompute
+from bert_tf.training.accumulation import (MemoryOptions, MicroBatchContext, accumulate_gradients,
+                                           check_accumulation, micro_batch_totals)
 from bert_tf.training.distribution import check_global_batch
 from bert_tf.training.optimization import create_optimizer
 from bert_tf.training.random_state import checkpoint_has_random_state, training_random_state
@@ -36,10 +39,12 @@ DatasetFn = Callable[[tf.distribute.InputContext], tf.data.Dataset]
 
 
 @dataclasses.dataclass
-class PretrainingLoopOptions:
+class PretrainingLoopOptions(MemoryOptions):
     """Hyper-parameters of the pretraining loop, whatever the model family (the original
-    run_pretraining.py flags). BERT's trainer takes `TrainerOptions`, which adds BERT's model and
-    optimizer choices; GPT-1's takes `bert_tf.runs.gpt_pretraining.GptTrainerOptions`."""
+    run_pretraining.py flags, plus the keyword-only memory savers of `MemoryOptions`:
+    `gradient_accumulation_steps`, `recompute_activations`). BERT's trainer takes
+    `TrainerOptions`, which adds BERT's model and optimizer choices; GPT-1's takes
+    `bert_tf.runs.gpt_pretraining.GptTrainerOptions`."""
 
     output_dir: str
     train_batch_size: int = 32
@@ -66,6 +71,7 @@ class PretrainingLoopOptions:
         if not (isinstance(self.learning_rate, (int, float)) and
                 math.isfinite(self.learning_rate) and self.learning_rate > 0):
             raise UserInputError(f"--learning_rate={self.learning_rate!r}: expected a number > 0")
+        self.check_memory_options(self.train_batch_size)
 
 
 @dataclasses.dataclass
@@ -133,8 +139,13 @@ class PretrainingTrainer:
         self.options = options
         self.strategy = strategy or tf.distribute.get_strategy()
         self.per_replica_batch = check_global_batch(options.train_batch_size, self.strategy)
+        self.accumulation_steps = check_accumulation(
+            getattr(options, "gradient_accumulation_steps", 1), options.train_batch_size,
+            self.strategy.num_replicas_in_sync)
         with self.strategy.scope():
             self.model = self.create_model()
+            if getattr(options, "recompute_activations", False):
+                enable_recompute(self.model)
             self.optimizer = self.create_optimizer()
             self.optimizer.aggregate_gradients = False  # the step all-reduces before clipping
             self.optimizer.build(self.model.trainable_variables)
@@ -171,13 +182,31 @@ class PretrainingTrainer:
     def replica_losses(self, outputs: dict, batch: dict,
                        ctx: tf.distribute.ReplicaContext) -> dict[str, tf.Tensor]:
         """This replica's shares of the global-batch losses (one per `loss_keys`; summed over the
-        replicas they are the global batch's); "loss" is the one minimised."""
+        replicas they are the global batch's); "loss" is the one minimised.
+
+        Under gradient accumulation `batch` is a micro-batch and `ctx` a `MicroBatchContext`
+        whose `totals` (from `loss_totals`) are the whole global batch's normalisers: summed over
+        the micro-batches too, the shares are the global batch's."""
         parts = _local_loss_parts(outputs, batch)
-        weight_sum, count = ctx.all_reduce(tf.distribute.ReduceOp.SUM,
-                                           [parts["mlm_weight_sum"], parts["count"]])
+        totals = micro_batch_totals(ctx)
+        if totals is None:
+            weight_sum, count = ctx.all_reduce(tf.distribute.ReduceOp.SUM,
+                                               [parts["mlm_weight_sum"], parts["count"]])
+        else:
+            weight_sum, count = totals["mlm_weight_sum"], totals["count"]
         mlm = parts["mlm_nll_sum"] / (tf.stop_gradient(weight_sum) + 1e-5)
         nsp = parts["nsp_nll_sum"] / tf.stop_gradient(count)
         return {"loss": mlm + nsp, "masked_lm_loss": mlm, "next_sentence_loss": nsp}
+
+    def loss_totals(self, batch: dict, ctx: tf.distribute.ReplicaContext) -> dict[str, tf.Tensor]:
+        """The global batch's loss normalisers, summed over the replicas, from this replica's
+        whole batch (before its micro-batches; read by `replica_losses` from a
+        `MicroBatchContext` under gradient accumulation). BERT: the masked-LM weight sum and the
+        number of sequences, float32 scalars."""
+        weights = tf.reduce_sum(tf.cast(batch["masked_lm_weights"], tf.float32))
+        count = tf.cast(tf.size(batch["next_sentence_labels"]), tf.float32)
+        weight_sum, count = ctx.all_reduce(tf.distribute.ReduceOp.SUM, [weights, count])
+        return {"mlm_weight_sum": weight_sum, "count": count}
 
     def scheduled_learning_rate(self) -> tf.Tensor:
         """The learning rate of the next update (logged)."""
@@ -316,13 +345,16 @@ class PretrainingTrainer:
     def _replica_step(self, batch):
         ctx = tf.distribute.get_replica_context()
         variables = self.model.trainable_variables
-        with tf.GradientTape() as tape:
-            outputs = self.model(batch, training=True)
-            losses = self.replica_losses(outputs, batch, ctx)
-            loss = losses["loss"]  # this replica's share; the sum over replicas is the global loss
-            lso = self.loss_scale_optimizer
-            scaled = lso.scale_loss(loss) if lso is not None else loss
-        grads = tape.gradient(scaled, variables)
+        lso = self.loss_scale_optimizer
+        if self.accumulation_steps > 1:
+            grads, losses = self._accumulated_gradients(batch, ctx, variables)
+        else:
+            with tf.GradientTape() as tape:
+                outputs = self.model(batch, training=True)
+                losses = self.replica_losses(outputs, batch, ctx)
+                loss = losses["loss"]  # this replica's share; summed over replicas: the global loss
+                scaled = lso.scale_loss(loss) if lso is not None else loss
+            grads = tape.gradient(scaled, variables)
         grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
         learning_rate = self.scheduled_learning_rate()
         if lso is not None:
@@ -337,6 +369,26 @@ class PretrainingTrainer:
         summed = ctx.all_reduce(tf.distribute.ReduceOp.SUM, [losses[k] for k in self.loss_keys])
         return {**dict(zip(self.loss_keys, summed)),
                 "learning_rate": tf.cast(learning_rate, tf.float32), "grad_norm": norm}
+
+    def _accumulated_gradients(self, batch, ctx, variables):
+        """(this replica's gradients of its share of the global-batch loss, its loss shares),
+        computed in `accumulation_steps` micro-batches (`bert_tf.training.accumulation`)."""
+        micro_ctx = MicroBatchContext(ctx, self.loss_totals(batch, ctx))
+        lso = self.loss_scale_optimizer
+
+        def micro_step(micro):
+            losses = self.replica_losses(self.model(micro, training=True), micro, micro_ctx)
+            loss = losses["loss"]
+            return (lso.scale_loss(loss) if lso is not None else loss,
+                    [losses[k] for k in self.loss_keys])
+
+        grads, sums = accumulate_gradients(batch, self.accumulation_steps, variables, micro_step,
+                                           len(self.loss_keys))
+        missing = [v.path for v, g in zip(variables, grads) if g is None]
+        if missing:  # the k = 1 step would fail in its all-reduce too
+            raise ValueError(f"no gradient for {missing[:3]}: every trainable variable must "
+                             "take part in the loss")
+        return grads, dict(zip(self.loss_keys, sums))
 
     def train_step(self, batch: dict) -> dict:
         """One update on one global batch, outside the looped `train` (tests, notebooks).
