@@ -12,14 +12,14 @@ plus tensorflow-text's classic `NormalizeUTF8` (NFC). Its steps mirror `TextEnco
    (`CafÃ©` -> `Café`) is a statistical, context-dependent heuristic and is NOT reproduced.
 2. **text_standardize: exact** (the original regexes, with Python's Unicode `\\s` written out
    as an explicit RE2 class).
-3. **spaCy (approximated, exact on known chunks).** The standardized text is split on spaces
-   into chunks (spaCy tokenizes each space-separated chunk on its own). A chunk found in the
-   *chunk table* gets spaCy's own tokens for it; any other chunk goes through a small set of RE2
-   rules that approximate spaCy's English prefix/suffix rules (leading and trailing punctuation,
-   `n't` and `'s`-type clitics, a final period after a lower-case letter or digit). The table is
-   built at export time with the real spaCy (`build_chunk_table`): spaCy's tokenizer
-   exceptions (`dont`, `Mr.`, `e.g.`, ...) plus every chunk of a corpus on which the rules and
-   spaCy disagree. Newline chunks become the original's newline token.
+3. **spaCy: its algorithm, with its own data.** The standardized text is split on spaces
+   into chunks (spaCy tokenizes each space-separated chunk on its own); each chunk goes
+   through `gpt_spacy_in_graph.SpacyTokenizerOps`: spaCy 3.8's tokenizer algorithm (affix
+   loop with its special-case checks, URL match, infixes, the special-case matcher) in TF ops,
+   with the prefix/suffix/infix regexes, URL pattern and special-case table read from the
+   installed spaCy when the encoder is built. An optional *chunk table* (`build_chunk_table`:
+   chunks of a corpus on which the ops and spaCy still disagree) overrides whole chunks.
+   Newline chunks become the original's newline token.
 4. **Lower-casing** (`StringLower`, UTF-8: Python-like, `İ` -> `i̇`).
 5. **BPE: exact.** The original merge loop, vectorized over all tokens of the batch: each step
    merges, in every token at once, all non-overlapping left-to-right occurrences of that token's
@@ -42,6 +42,7 @@ from typing import Iterable, Mapping, Sequence
 import tensorflow as tf
 
 from bert_tf.tokenization.gpt_bpe import END_OF_WORD, load_bpe_merges, load_encoder
+from bert_tf.tokenization.gpt_spacy_in_graph import SpacyEnglishRules, SpacyTokenizerOps
 
 __all__ = ["InGraphBpeEncoder", "build_chunk_table", "ftfy_char_map", "python_whitespace_class"]
 
@@ -108,83 +109,15 @@ def _string_table(mapping: Mapping[str, str], default: str) -> tf.lookup.StaticH
         default_value=default)
 
 
-# RE2 rules approximating spaCy's English prefix/suffix/infix splitting of one chunk (a
-# space-free piece of the standardized text). Each rule inserts a space at a split point (token
-# boundaries are `(^| )` and `( |$)`: RE2 has no look-around); the rules run in several passes,
-# each pass peeling one more character at each end.
-def _symbol_class() -> str:
-    import unicodedata
-    return _re2_class(cp for cp in range(0x2FFFF) if unicodedata.category(chr(cp)) == "So")
-
-
-_PREFIX_NO_QUOTE = "[\"`<>$#&£€¥§%=:;,!?()\\[\\]{}*_«»“”‘’‚„´]"
-_SUFFIX_NO_QUOTE = "[\"`<>#&,:;!?()\\[\\]{}*_«»“”‘’‚„´…]"
-# spaCy's unit suffixes (split after a digit: "6ft" -> "6 ft"), from spacy.lang.char_classes.
-_UNITS = ("km|km²|km³|m|m²|m³|dm|dm²|dm³|cm|cm²|cm³|mm|mm²|mm³|ha|µm|nm|yd|in|ft|kg|g|mg|µg|t|"
-          "lb|oz|m/s|km/h|kmh|mph|hPa|Pa|mbar|mb|MB|kb|KB|gb|GB|tb|TB|T|G|M|K|%|км|км²|км³|м|"
-          "м²|м³|дм|дм²|дм³|см|см²|см³|мм|мм²|мм³|нм|кг|г|мг|м/с|км/ч|кПа|Па|мбар|Кб|КБ|кб|Мб|"
-          "МБ|мб|Гб|ГБ|гб|Тб|ТБ|тбكم|كم²|كم³|م|م²|م³|سم|سم²|سم³|مم|مم²|مم³|كم|غرام|جرام|جم|كغ|"
-          "ملغ|كوب|اكواب")
-# Chunks made only of these characters are split into single characters ("!!!" -> "! ! !").
-_PEELABLE = "[\"'`<>#&,:;!?()\\[\\]{}*_«»“”‘’‚„´+]"
-
-
-@functools.lru_cache(maxsize=None)
-def _fallback_rules() -> tuple[tuple[str, str], ...]:
-    so = _symbol_class()
-    return (
-        ("(^| )('')([^ ])", "\\1\\2 \\3"),
-        (f"(^| )({_PREFIX_NO_QUOTE}|{so})([^ ])", "\\1\\2 \\3"),
-        ("(^| )(')([^ '])", "\\1\\2 \\3"),
-        ("(^| )(\\.\\.+)([^. ])", "\\1\\2 \\3"),
-        ("([^ .])(\\.\\.+)( |$)", "\\1 \\2\\3"),
-        (f"([^ ])(''|{_SUFFIX_NO_QUOTE}|{so})( |$)", "\\1 \\2\\3"),
-        ("([^ '])(')( |$)", "\\1 \\2\\3"),
-        (f"([0-9])({_UNITS})( |$)", "\\1 \\2\\3"),
-        ("([a-z0-9%'\"\\)\\]])(\\.)( |$)", "\\1 \\2\\3"),
-        ("([A-Z][A-Z])(\\.)( |$)", "\\1 \\2\\3"),
-        ("([0-9])(%)( |$)", "\\1 \\2\\3"),
-        ("([a-z])\\.([A-Z])", "\\1 . \\2"),
-        ("([^ .])(\\.\\.+)([^ .])", "\\1 \\2 \\3"),
-        ("([A-Za-z0-9])([:<>=/])([A-Za-z])", "\\1 \\2 \\3"),
-    )
-
-
-# spaCy's "'s" suffix, split off the end of a word after the passes (so that the prefix rules
-# never see a split-off "'s" as a leading quote); a chunk that is only a clitic that spaCy keeps
-# whole stays whole. Other clitics ("n't", "'m", "'ll", ...) are spaCy exceptions, applied from
-# the chunk table to every token (`InGraphBpeEncoder.split_chunks`).
-# (As spaCy 3.8 does: "'s", "'d", "'ll", "'re" alone are exceptions; "'m", "'ve" are not.)
-_CLITIC = "(?:n't|N'T|'[sSd]|'ll|'re|’s|’S)"
-_CLITIC_RULES = (
-    ("([\\pL\\pN])('[sS]|’[sS])( |$)", "\\1 \\2\\3"),
-)
-
-
-_FALLBACK_PASSES = 4
-
-
-def apply_fallback_rules(chunks: tf.Tensor) -> tf.Tensor:
-    """[N] chunks -> [N] chunks with a space at every split point the rules find."""
-    pure = tf.strings.regex_full_match(chunks, f"{_PEELABLE}+")
-    spaced = tf.strings.regex_replace(
-        tf.strings.regex_replace(chunks, f"({_PEELABLE})", "\\1 "), " $", "")
-    ruled = chunks
-    for _ in range(_FALLBACK_PASSES):
-        for pattern, rewrite in _fallback_rules():
-            ruled = tf.strings.regex_replace(ruled, pattern, rewrite)
-    for pattern, rewrite in _CLITIC_RULES:
-        ruled = tf.strings.regex_replace(ruled, pattern, rewrite)
-    clitic = tf.strings.regex_full_match(chunks, _CLITIC)
-    return tf.where(clitic, chunks, tf.where(pure, spaced, ruled))
-
-
 class InGraphBpeEncoder(tf.Module):
     """strings -> GPT-1 BPE ids with TensorFlow ops (see the module docstring).
 
     Args:
       encoder_path, bpe_path: the original `encoder_bpe_40000.json` and `vocab_40000.bpe`.
-      chunk_table: {chunk: [spaCy token texts]} (from `build_chunk_table`); None = rules only.
+      chunk_table: {chunk: [spaCy token texts]} (from `build_chunk_table`): whole chunks whose
+        tokens override the spaCy ops; None = the ops alone.
+      spacy_rules: spaCy's English tokenizer data (`SpacyEnglishRules`); default: read from the
+        installed spaCy (`SpacyEnglishRules.from_spacy()`, needs spaCy when the encoder is built).
       char_map: {character: replacement} applied per character (default: `ftfy_char_map()`,
         which needs ftfy when the encoder is built; `{}` to skip).
       html_entities: {entity: text} unescaped in texts without `<` (default: ftfy's table plus
@@ -194,7 +127,8 @@ class InGraphBpeEncoder(tf.Module):
     def __init__(self, encoder_path: str | os.PathLike, bpe_path: str | os.PathLike,
                  chunk_table: Mapping[str, Sequence[str]] | None = None,
                  char_map: Mapping[str, str] | None = None,
-                 html_entities: Mapping[str, str] | None = None, name: str | None = None):
+                 html_entities: Mapping[str, str] | None = None,
+                 spacy_rules: SpacyEnglishRules | None = None, name: str | None = None):
         super().__init__(name=name)
         encoder = load_encoder(encoder_path)
         merges = load_bpe_merges(bpe_path)
@@ -217,6 +151,14 @@ class InGraphBpeEncoder(tf.Module):
         self._entities = _string_table(entities, "") if entities else None
         table = {k: " ".join(v) for k, v in (chunk_table or {}).items()}
         self._chunks = _string_table(table, "") if table else None
+        if spacy_rules is None:
+            try:
+                spacy_rules = SpacyEnglishRules.from_spacy()
+            except ImportError as e:
+                raise ImportError(
+                    "InGraphBpeEncoder reads spaCy's English tokenizer rules when it is built: "
+                    "pip install 'bert_tf[gpt]' (spacy==3.8.18)") from e
+        self._spacy = SpacyTokenizerOps(spacy_rules)
         self._ws = python_whitespace_class()
         self._ws_not_newline = python_whitespace_class(exclude_newline=True)
 
@@ -225,13 +167,15 @@ class InGraphBpeEncoder(tf.Module):
                           corpus: Iterable[str] = (), text_encoder=None,
                           name: str | None = None) -> "InGraphBpeEncoder":
         """The recommended build (needs the `[gpt]` extra at build time only): ftfy's character
-        map and entity table, and a chunk table of spaCy's tokenizer exceptions plus every chunk
-        of `corpus` (texts like the ones the export will serve) that the rules get wrong."""
+        map and entity table, spaCy's tokenizer rules (from `text_encoder.nlp`), and a chunk
+        table of every chunk of `corpus` (texts like the ones the export will serve) and every
+        spaCy exception on which the ops and spaCy disagree (none of the exceptions, measured)."""
         if text_encoder is None:
             from bert_tf.tokenization.gpt_text_encoder import TextEncoder
             text_encoder = TextEncoder(encoder_path, bpe_path)
-        table = build_chunk_table(corpus, text_encoder)
-        return cls(encoder_path, bpe_path, chunk_table=table, name=name)
+        rules = SpacyEnglishRules.from_spacy(text_encoder.nlp)
+        table = build_chunk_table(corpus, text_encoder, spacy_rules=rules)
+        return cls(encoder_path, bpe_path, chunk_table=table, spacy_rules=rules, name=name)
 
     # -- 1. ftfy (approximated) ----------------------------------------------------------------
     def fix_text(self, texts: tf.Tensor) -> tf.Tensor:
@@ -276,20 +220,15 @@ class InGraphBpeEncoder(tf.Module):
         t = tf.strings.regex_replace(t, f"{self._ws_not_newline}+", " ")
         return tf.strings.regex_replace(t, f"^{self._ws}+|{self._ws}+$", "")
 
-    # -- 3. spaCy (approximated) ---------------------------------------------------------------
+    # -- 3. spaCy (its algorithm and data) ---------------------------------------------------
     def split_chunks(self, chunks: tf.Tensor) -> tf.RaggedTensor:
-        """[N] chunks (no spaces) -> [N, (tokens)]: the chunk table, else the RE2 rules."""
-        ruled = apply_fallback_rules(chunks)
+        """[N] chunks (no spaces) -> [N, (tokens)]: the chunk table, else the spaCy ops."""
+        tokens = self._spacy(chunks)
         if self._chunks is not None:
             known = self._chunks.lookup(chunks)
-            ruled = tf.where(tf.strings.length(known) > 0, known, ruled)
-        tokens = tf.strings.split(ruled, " ")
-        if self._chunks is not None:
-            # spaCy checks its exceptions again after stripping each prefix/suffix
-            # ("don't." -> "do n't ."); here: every token the rules produced.
-            known = self._chunks.lookup(tokens.flat_values)
-            values = tf.where(tf.strings.length(known) > 0, known, tokens.flat_values)
-            tokens = tokens.with_flat_values(tf.strings.split(values, " ")).merge_dims(1, 2)
+            joined = tf.strings.reduce_join(tokens, axis=-1, separator=" ")
+            joined = tf.where(tf.strings.length(known) > 0, known, joined)
+            tokens = tf.strings.split(joined, " ")
         values = tf.where(tokens.flat_values == "\n", _NEWLINE_TOKEN, tokens.flat_values)
         return tokens.with_flat_values(values)
 
@@ -364,16 +303,18 @@ class InGraphBpeEncoder(tf.Module):
 
 
 def build_chunk_table(texts: Iterable[str], encoder, *, include_spacy_exceptions: bool = True,
-                      batch_size: int = 4096) -> dict[str, list[str]]:
+                      batch_size: int = 4096,
+                      spacy_rules: SpacyEnglishRules | None = None) -> dict[str, list[str]]:
     """{chunk: spaCy tokens} for every chunk (space-separated piece of a standardized text) of
-    `texts` on which the in-graph rules disagree with spaCy, plus spaCy's tokenizer exceptions
-    on which they disagree.
+    `texts` on which the in-graph spaCy ops disagree with spaCy, plus spaCy's tokenizer
+    exceptions on which they disagree.
 
     Args:
       texts: a corpus like the one the export will serve (raw text, as given to `encode`).
       encoder: a `bert_tf.tokenization.gpt_text_encoder.TextEncoder` (its ftfy, standardize and spaCy).
       include_spacy_exceptions: also check every key of spaCy's tokenizer exceptions.
       batch_size: chunks per in-graph batch.
+      spacy_rules: the rules the ops use (default: read from `encoder.nlp`).
 
     Returns:
       the table for `InGraphBpeEncoder(chunk_table=...)`.
@@ -387,11 +328,11 @@ def build_chunk_table(texts: Iterable[str], encoder, *, include_spacy_exceptions
         chunks.update(k for k in encoder.nlp.tokenizer.rules
                       if k and not any(ch.isspace() for ch in k))
     chunks_sorted = sorted(c for c in chunks if _is_utf8_encodable(c))
-    rules = _RulesOnly()
+    ops = _OpsOnly(spacy_rules or SpacyEnglishRules.from_spacy(encoder.nlp))
     table = {}
     for start in range(0, len(chunks_sorted), batch_size):
         batch = chunks_sorted[start:start + batch_size]
-        got = rules(tf.constant(batch)).to_list()
+        got = ops(tf.constant(batch)).to_list()
         for chunk, ruled in zip(batch, got):
             spacy_tokens = [t.text for t in encoder.nlp.tokenizer(chunk)]
             if [r.decode("utf-8") for r in ruled] != spacy_tokens:
@@ -407,9 +348,13 @@ def _is_utf8_encodable(text: str) -> bool:
     return True
 
 
-class _RulesOnly(tf.Module):
-    """The RE2 rules of `InGraphBpeEncoder.split_chunks` alone (no tables)."""
+class _OpsOnly(tf.Module):
+    """The spaCy ops of `InGraphBpeEncoder.split_chunks` alone (no chunk table)."""
+
+    def __init__(self, rules: SpacyEnglishRules):
+        super().__init__()
+        self._spacy = SpacyTokenizerOps(rules)
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def __call__(self, chunks):
-        return tf.strings.split(apply_fallback_rules(chunks), " ")
+        return self._spacy(chunks)
