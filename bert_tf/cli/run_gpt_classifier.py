@@ -1,6 +1,7 @@
 """`tools/run_gpt_classifier.py`: GPT-1 fine-tuning on a classification / entailment / similarity /
 multiple-choice task as the paper does it (run_classifier.py's flags where the meaning is the
-same, plus --lm_coef, --clf_pdrop and the original optimizer's flags).
+same, plus --lm_coef, --clf_pdrop and the original optimizer's flags); your own csv/tsv/jsonl
+files with `--task_name=csv|tsv|jsonl`, as run_classifier.py (docs/gpt.md).
 
 Flags: the fields of `bert_tf.tasks.gpt_classifier.GptClassifierRunOptions`.
 """

@@ -22,6 +22,16 @@ streams; a run resumes from output_dir) with the original `OpenAIAdam` (L2 insid
 STS-B is a regression: the similarity transformation with a one-unit head (the predicted
 score), trained with the squared error (+ lm_coef · LM loss) and evaluated with Pearson and
 Spearman correlations (`glue_metrics`), as run_classifier.py does for BERT.
+
+Your own data: `--task_name=csv|tsv|jsonl` reads your files exactly as run_classifier does
+(`bert_tf.tasks.own_data`: `--train_file/--dev_file/--test_file` or `--data_dir`,
+`--text_a_column`, `--text_b_column`, `--label_column`, `--has_header`,
+`--task_type=regression`); one text is the classification transformation, a pair the
+entailment one (`--pair_transform=similarity`: both orders, for symmetric pairs). The label set
+is the training file's (sorted), written to `output_dir/labels.json` and into the export.
+
+test_results.tsv prints each probability (or score) as `str` of a float32, as run_classifier.py
+does.
 """
 from __future__ import annotations
 
@@ -43,6 +53,8 @@ from bert_tf.gpt.input_transforms import (InputTransformError, SpecialTokens,
                                           multiple_choice_inputs, similarity_inputs)
 from bert_tf.training.openai_adam import SCHEDULES
 from bert_tf.options import option
+from bert_tf.tasks import own_data
+from bert_tf.tasks.glue import EvalSplit
 from bert_tf.training.accumulation import MemoryOptions
 from bert_tf.training.distribution import DistributionOptions
 from bert_tf.training.precision import (FINETUNING_PRECISION_POLICIES,
@@ -225,16 +237,24 @@ def transform_rows(rows: TaskRows, kind: str, encoder, n_ctx: int, special: Spec
 # The run
 # ---------------------------------------------------------------------------------------------
 @dataclasses.dataclass(kw_only=True)
-class GptClassifierRunOptions(DistributionOptions, MemoryOptions):
+class GptClassifierRunOptions(DistributionOptions, own_data.OwnDataOptions, MemoryOptions):
     """Every option of tools/run_gpt_classifier.py (named as run_classifier.py's flags where the
     meaning is the same, plus train.py's: --lm_coef, --clf_pdrop, --lr_schedule, --l2,
     --vector_l2, --max_grad_norm, --b1, --b2, --e). The paper's settings:
     official_configs/tasks/gpt_*.flags.
 
     Attributes:
-      task_name: The name of the task to train (the GLUE tasks, xnli, imdb, swag, rocstories).
+      task_name: The name of the task to train (the GLUE tasks, xnli, imdb, swag, rocstories);
+        or csv, tsv, jsonl: your own files (--train_file, --text_a_column, --label_column, ...;
+        see docs/gpt.md).
       data_dir: The input data dir (the task's tsv files; swag: train.csv, val.csv, test.csv;
-        rocstories: train.csv, dev.csv, test.csv in the ROCStories cloze layout).
+        rocstories: train.csv, dev.csv, test.csv in the ROCStories cloze layout; own data:
+        train.<ext>, dev.<ext>, test.<ext> where no file flag is given).
+      dev_file: Evaluate on this file instead of the task's dev set (own data: the dev file;
+        a GLUE task: a tsv in its train/dev layout).
+      pair_transform: --task_name=csv|tsv|jsonl with --text_b_column: the paper's transformation
+        of the pair: entailment (ordered: premise, delim, hypothesis) or similarity (both
+        orders, summed; symmetric pairs).
       gpt_config_file: GptConfig JSON of the pretrained model (n_vocab must cover the encoder).
       output_dir: The output directory where the model checkpoints, results and predictions will
         be written (a run resumes from its latest checkpoint).
@@ -280,7 +300,9 @@ class GptClassifierRunOptions(DistributionOptions, MemoryOptions):
     """
 
     task_name: str
-    data_dir: str
+    data_dir: str | None = None
+    dev_file: str | None = None
+    pair_transform: str = option("entailment", choices=("entailment", "similarity"))
     gpt_config_file: str
     output_dir: str
     encoder_path: str | None = None
@@ -319,13 +341,28 @@ def _check_options(opts: GptClassifierRunOptions) -> str:
     if not (opts.do_train or opts.do_eval or opts.do_predict):
         raise UserInputError("At least one of `do_train`, `do_eval` or `do_predict' must be True.")
     task = opts.task_name.strip().lower()
-    if task not in TASK_KINDS:
-        from bert_tf.tasks.glue import canonical_task_name
-        try:
-            task = canonical_task_name(task)
-        except UserInputError:
-            raise UserInputError(f"--task_name={opts.task_name}: expected one of "
-                                 f"{', '.join(sorted(TASK_KINDS))}") from None
+    if own_data.is_own_data_task(task):
+        if opts.text_b_column is None and opts.pair_transform != "entailment":
+            raise UserInputError(f"--pair_transform={opts.pair_transform} needs a pair "
+                                 "(--text_b_column)")
+    else:
+        if task not in TASK_KINDS:
+            from bert_tf.tasks.glue import canonical_task_name
+            try:
+                task = canonical_task_name(task)
+            except UserInputError:
+                raise UserInputError(f"--task_name={opts.task_name}: expected one of "
+                                     f"{', '.join(sorted(TASK_KINDS))}, or csv, tsv, jsonl "
+                                     "(your own files)") from None
+        own_data.check_unused_flags(opts)
+        if opts.pair_transform != "entailment":
+            raise UserInputError(f"--pair_transform only applies to --task_name=csv|tsv|jsonl "
+                                 f"(got --task_name={opts.task_name})")
+        if not opts.data_dir:
+            raise UserInputError(f"--task_name={opts.task_name} needs --data_dir")
+        if opts.dev_file and task in MULTIPLE_CHOICE_FILES:
+            raise UserInputError(f"--dev_file does not apply to --task_name={task} (its files "
+                                 "are found in --data_dir)")
     for name in ("lm_coef", "warmup_proportion", "max_text_length"):
         if getattr(opts, name) < 0:
             raise UserInputError(f"--{name}={getattr(opts, name)} must be >= 0")
@@ -334,7 +371,14 @@ def _check_options(opts: GptClassifierRunOptions) -> str:
                              "always clips the gradients; give a positive norm")
     if opts.clf_pdrop is not None and not 0 <= opts.clf_pdrop < 1:
         raise UserInputError(f"--clf_pdrop={opts.clf_pdrop} must be in [0, 1)")
+    for name in ("data_dir", "output_dir", "train_file", "dev_file", "test_file"):
+        io_utils.check_path(getattr(opts, name, None), f"--{name}")
     return task
+
+
+def own_task_kind(opts: GptClassifierRunOptions) -> str:
+    """The paper's transformation of own data: classification (one text) or `pair_transform`."""
+    return "classification" if opts.text_b_column is None else opts.pair_transform
 
 
 def build_text_encoder(opts: GptClassifierRunOptions, config: GptConfig):
@@ -368,16 +412,50 @@ def _load_splits(task: str, opts: GptClassifierRunOptions) -> tuple[dict, list[s
     processor = glue.get_processor(task)
     labels = processor.get_labels()
     if opts.do_train:
-        examples = processor.get_train_examples(opts.data_dir)
+        examples = processor.get_train_examples(opts.data_dir, opts.dev_file)
         random.Random(opts.seed).shuffle(examples)
         splits["train"] = _glue_rows(processor, glue.EvalSplit("train", examples), labels)
     if opts.do_eval:
         splits["dev"] = [_glue_rows(processor, s, labels)
-                         for s in processor.get_dev_splits(opts.data_dir)]
+                         for s in processor.get_dev_splits(opts.data_dir, opts.dev_file)]
     if opts.do_predict:
         splits["test"] = [_glue_rows(processor, s, labels)
                           for s in processor.get_test_splits(opts.data_dir)]
     return splits, labels
+
+
+def load_own_splits(opts: GptClassifierRunOptions
+                    ) -> tuple[dict, list[str] | None, own_data.OwnDataProcessor]:
+    """`--task_name=csv|tsv|jsonl`: the splits, the label names (None for a regression) and the
+    processor. The label set is the training file's (an existing `output_dir/labels.json` must
+    agree), else `output_dir/labels.json`'s; a dev/test label outside it is an error naming
+    file, line and column. Nothing is written here."""
+    processor = own_data.processor_from_options(opts)
+    splits: dict = {"train": None, "dev": [], "test": []}
+    train_examples = None
+    if opts.do_train:
+        train_examples = processor.get_train_examples(opts.data_dir)
+        random.Random(opts.seed).shuffle(train_examples)
+    own_data.resolve_labels(processor, opts.output_dir, training=opts.do_train)
+    labels = processor.get_labels()
+    if train_examples is not None:
+        splits["train"] = _glue_rows(processor, EvalSplit("train", train_examples), labels)
+    if opts.do_eval:
+        splits["dev"] = [_glue_rows(processor, s, labels)
+                         for s in processor.get_dev_splits(opts.data_dir, opts.dev_file)]
+    if opts.do_predict:
+        splits["test"] = [_glue_rows(processor, s, labels)
+                          for s in processor.get_test_splits(opts.data_dir)]
+    return splits, labels, processor
+
+
+def format_probabilities(probabilities: np.ndarray) -> list[str]:
+    """test_results.tsv lines: each value as `str` of a float32, tab-separated (the format of
+    run_classifier.py's file: the shortest decimal that reads back as the same float32)."""
+    rows = np.asarray(probabilities, np.float64).astype(np.float32)
+    if rows.ndim == 1:
+        return [str(value) + "\n" for value in rows]
+    return ["\t".join(str(p) for p in row) + "\n" for row in rows]
 
 
 def _predict_logits(model, arrays: dict, batch_size: int, strategy,
@@ -426,7 +504,8 @@ def run_gpt_classifier(opts: GptClassifierRunOptions) -> dict:
     test_results[_<split>].tsv (class / choice probabilities per line; the score for STS-B).
     """
     task = _check_options(opts)
-    kind = TASK_KINDS[task]
+    own = own_data.is_own_data_task(task)
+    kind = own_task_kind(opts) if own else TASK_KINDS[task]
     config = GptConfig.from_json_file(opts.gpt_config_file)
     if opts.max_seq_length > config.n_ctx:
         raise UserInputError(f"--max_seq_length={opts.max_seq_length} is longer than n_ctx="
@@ -440,7 +519,11 @@ def run_gpt_classifier(opts: GptClassifierRunOptions) -> dict:
             raise UserInputError(f"--export_dir={opts.export_dir}: version 1 exists; refusing to "
                                  "overwrite it (give another folder)")
     encoder = build_text_encoder(opts, config)
-    splits, labels = _load_splits(task, opts)
+    processor = None
+    if own:
+        splits, labels, processor = load_own_splits(opts)
+    else:
+        splits, labels = _load_splits(task, opts)
     max_len = opts.max_text_length or None
 
     def arrays_of(rows: TaskRows) -> dict[str, np.ndarray]:
@@ -463,8 +546,11 @@ def run_gpt_classifier(opts: GptClassifierRunOptions) -> dict:
 
     strategy = resolve_strategy(opts)
     io_utils.makedirs(opts.output_dir)
+    if processor is not None and opts.do_train:
+        own_data.write_labels(processor, opts.output_dir)
     keras.utils.set_random_seed(opts.seed)
-    regression = task in REGRESSION_TASKS
+    regression = processor.is_regression if processor is not None else task in REGRESSION_TASKS
+    metrics_task = processor.metrics_task if processor is not None else task
     with strategy.scope():
         model = GptClassifier(config, task=kind, num_classes=len(labels) if labels else None,
                               lm_coef=opts.lm_coef, regression=regression,
@@ -534,11 +620,12 @@ def run_gpt_classifier(opts: GptClassifierRunOptions) -> dict:
             elif regression:  # Pearson / Spearman of the predicted scores, squared-error loss
                 scores = logits[:, 0].astype(np.float64)
                 metrics = {k: float(v) for k, v in
-                           glue_metrics(task, scores, label_ids.astype(np.float64)).items()}
+                           glue_metrics(metrics_task, scores,
+                                        label_ids.astype(np.float64)).items()}
                 metrics["eval_loss"] = float(np.mean(np.square(scores - label_ids)))
             else:
                 metrics = {k: float(v) for k, v in
-                           glue_metrics(task, logits.argmax(-1), label_ids).items()}
+                           glue_metrics(metrics_task, logits.argmax(-1), label_ids).items()}
                 picked = softmax(logits)[np.arange(len(label_ids)), label_ids]
                 metrics["eval_loss"] = float(-np.mean(np.log(np.maximum(picked, 1e-30))))
             metrics["global_step"] = int(global_step)
@@ -556,10 +643,11 @@ def run_gpt_classifier(opts: GptClassifierRunOptions) -> dict:
             logits = _predict_logits(model, arrays, opts.predict_batch_size, strategy,
                                      opts.length_bucketing)
             path = os.path.join(opts.output_dir, f"test_results{_suffix(rows.name)}.tsv")
+            # str() of float32 values, as run_classifier.py's file
             if regression:  # one predicted score per line, as run_classifier.py's STS-B file
-                lines = [f"{float(score)}\n" for score in logits[:, 0]]
+                lines = format_probabilities(logits[:, 0])
             else:
-                lines = ["\t".join(str(float(p)) for p in row) + "\n" for row in softmax(logits)]
+                lines = format_probabilities(softmax(logits))
             atomic_write_text(path, "".join(lines))
             logging.info("Wrote %d predictions to %s", len(logits), path)
             result["predict"][rows.name] = path
