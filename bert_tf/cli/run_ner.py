@@ -1,4 +1,5 @@
-"""`bert-tf-run-ner` / tools/run_ner.py: CoNLL-2003 NER fine-tuning (or the feature-based tagger).
+"""`bert-tf-run-ner` / tools/run_ner.py: NER fine-tuning (or the feature-based tagger) on CoNLL-2003
+or your own CoNLL-format files with any tag set (`--label_list`, docs/ner_swag.md).
 
 Flags: the fields of `bert_tf.tasks.ner.NerRunOptions` (see docs/ner_swag.md).
 """
