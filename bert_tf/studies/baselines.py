@@ -12,8 +12,9 @@ above its task's gate (the best of its baselines) is "not learned".
   sentence is tagged by greedy longest match (at most `LEXICON_MAX_WORDS` words);
 * SQuAD: the sliding-window heuristic (Richardson et al. 2013, as Rajpurkar et al. 2016 use it
   for SQuAD): every span of at most `WINDOW_MAX_ANSWER` words of the paragraph is a candidate,
-  scored by the question words found in the window of |question| words either side of it (a
-  candidate holding question words is skipped); the best candidate is the answer.
+  scored by the rarity-weighted question words found in the window of |question| words either
+  side of it, nearer ones counting more (a candidate holding question words is skipped); the
+  best candidate is the answer (`sliding_window_answer`).
 
 Every baseline returns {"name", "value" (the task's metric in %), "per_example"
 (`statistics.PerExample.to_json()`)}; `task_baselines` returns all of a task's and names the
@@ -32,6 +33,7 @@ from bert_tf.studies.statistics import PerExample, per_example_from_predictions
 
 LEXICON_MAX_WORDS = 5
 WINDOW_MAX_ANSWER = 4
+WINDOW_DECAY = 0.2
 _WORD = re.compile(r"\w+", re.UNICODE)
 _STOP = frozenset("a an the of in on at to for by with from and or is are was were be been "
                   "what which who whom whose when where why how did does do that this these "
@@ -190,22 +192,34 @@ def squad_per_example(articles, predictions: dict) -> PerExample:
 
 
 def sliding_window_answer(doc_tokens: Sequence[str], question: str) -> str:
-    """The sliding-window heuristic's answer (module docstring)."""
+    """The sliding-window heuristic's answer (module docstring): every span of at most
+    WINDOW_MAX_ANSWER words that holds no question word and neither starts with a stop word
+    nor with punctuation is scored by the question words within |question| words either side,
+    each weighted by its rarity in the paragraph (log(1 + 1/count), Richardson et al.'s
+    inverse count) and by 1 / (1 + WINDOW_DECAY x its distance to the span). The settings were
+    chosen on the first 600 training questions of the split (F1 10.4 for the plain count, 14.4
+    for these), never on the held-out ones."""
     def norm(w):
         return "".join(_WORD.findall(w.lower()))
 
     q = {norm(w) for w in question.split()} - _STOP - {""}
     words = [norm(w) for w in doc_tokens]
-    hit = np.array([w in q for w in words], np.float64)
-    width = max(1, len(q))
-    csum = np.concatenate([[0.0], np.cumsum(hit)])
-    best, best_span = -1.0, (0, 0)
-    for start in range(len(words)):
-        for end in range(start, min(len(words), start + WINDOW_MAX_ANSWER)):
-            if hit[start:end + 1].any() or not words[start]:
+    count = collections.Counter(words)
+    hit = np.array([math.log(1 + 1 / count[w]) if w in q else 0.0 for w in words])
+    width, n = max(1, len(q)), len(words)
+    position = np.arange(n)
+    best, best_span = -math.inf, (0, 0)
+    for start in range(n):
+        if not words[start] or words[start] in _STOP:
+            continue
+        for end in range(start, min(n, start + WINDOW_MAX_ANSWER)):
+            if hit[start:end + 1].any() or not words[end]:
                 continue
-            lo, hi = max(0, start - width), min(len(words), end + 1 + width)
-            score = csum[hi] - csum[lo] - (end - start) * 1e-3  # ties: the shorter span
+            lo, hi = max(0, start - width), min(n, end + 1 + width)
+            distance = np.maximum(0, np.where(position < start, start - position,
+                                              position - end))[lo:hi]
+            score = float((hit[lo:hi] / (1 + WINDOW_DECAY * distance)).sum()) \
+                - (end - start) * 1e-3  # ties: the shorter span
             if score > best:
                 best, best_span = score, (start, end)
     return " ".join(doc_tokens[best_span[0]:best_span[1] + 1])

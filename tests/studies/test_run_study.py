@@ -247,8 +247,9 @@ def test_new_studies_on_a_reduced_grid(tmp_path):
                               pretraining_steps=10, finetuning_epochs=2)
     said = []
     result = run_study(options, say=said.append)
-    # 1 data + 2 pretraining (BERT L1/H64/A2, GPT) + 3 fine-tuning + 1 zero-shot.
-    assert (len(result["ran"]), len(result["skipped"])) == (7, 0), result["ran"]
+    # 1 data + 2 pretraining (BERT L1/H64/A2, GPT) + 1 baseline (topic) + 3 fine-tuning + 1
+    # zero-shot.
+    assert (len(result["ran"]), len(result["skipped"])) == (8, 0), result["ran"]
     names = ["bert_model_size", "gpt_transfer_layers", "bert_vs_gpt_epochs"]
     rows = _check_outputs(out, names, tuple(variants.split(",")))
     with open(os.path.join(out, "results.md"), encoding="utf-8") as f:
@@ -274,7 +275,7 @@ def test_new_studies_on_a_reduced_grid(tmp_path):
                     "command"):
             assert key in r, (key, r)
     again = run_study(options, say=said.append)
-    assert (len(again["ran"]), len(again["skipped"])) == (0, 7)
+    assert (len(again["ran"]), len(again["skipped"])) == (0, 8)
     # A finished GPT cell made with another input transformation is stale: named, not reused.
     (gpt_row,) = [r for r in final if r["variant"] == "gpt"]
     done = os.path.join(out, "cells", gpt_row["cell"], "DONE.json")
@@ -306,7 +307,7 @@ def test_feature_based_ner_study_on_a_reduced_grid(tmp_path):
         study="bert_feature_based", scale="tiny", output_dir=out, variants=variants,
         data_dir=os.path.dirname(os.path.dirname(CONLL)), pretraining_steps=10,
         finetuning_epochs=1), say=lambda _: None)
-    assert len(result["ran"]) == 3  # data, 1 pretraining (L4/H64/A2), 1 NER tagger
+    assert len(result["ran"]) == 4  # data, 1 pretraining (L4/H64/A2), 1 baseline, 1 tagger
     rows = _check_outputs(out, ["bert_feature_based"], tuple(variants.split(",")))
     ner = [r for r in rows if r["kind"] == "finetuning"]
     assert {r["model"] for r in ner} == {"L4/H64/A2"} and {r["task"] for r in ner} == \
@@ -328,8 +329,9 @@ def test_masking_study_on_a_reduced_grid(tmp_path):
                               data_dir=os.path.dirname(os.path.dirname(CONLL)),
                               pretraining_steps=10, finetuning_epochs=1)
     result = run_study(options, say=lambda _: None)
-    # 1 data + 2 pretraining + 2 x (topic, NER fine-tuned, NER feature-based).
-    assert (len(result["ran"]), len(result["skipped"])) == (9, 0), result["ran"]
+    # 1 data + 2 pretraining + 2 baselines (topic, conll2003) + 2 x (topic, NER fine-tuned,
+    # NER feature-based).
+    assert (len(result["ran"]), len(result["skipped"])) == (11, 0), result["ran"]
     rows = _check_outputs(out, ["bert_masking"], tuple(variants.split(",")))
     with open(os.path.join(out, "results.md"), encoding="utf-8") as f:
         md = f.read()
@@ -339,7 +341,7 @@ def test_masking_study_on_a_reduced_grid(tmp_path):
     assert all(r["cell"].endswith("/seed1") and "-features-concat_embeddings_and_all/conll2003/"
                in r["cell"] for r in feature)
     again = run_study(options, say=lambda _: None)
-    assert (len(again["ran"]), len(again["skipped"])) == (0, 9)
+    assert (len(again["ran"]), len(again["skipped"])) == (0, 11)
 
 
 @pytest.mark.long
@@ -347,18 +349,18 @@ def test_tiny_study_runs_resumes_and_reruns_killed_cells(tmp_path):
     out = str(tmp_path / "study")
     proc = _run("--study=bert_pretraining_tasks", "--scale=tiny", f"--output_dir={out}", *FAST)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    # 1 data + 3 pretraining (MLM+NSP, MLM only, LTR) + 5 fine-tuning cells.
-    assert _counts(proc) == (9, 0)
+    # 1 data + 3 pretraining (MLM+NSP, MLM only, LTR) + 1 baseline (topic) + 5 fine-tuning.
+    assert _counts(proc) == (10, 0)
     assert "cell/s" in proc.stderr or "s/cell" in proc.stderr  # the progress bar with ETA
     rows = _check_outputs(out, ["bert_pretraining_tasks"])
     assert os.path.exists(os.path.join(out, "bert_pretraining_tasks_pretraining.png"))
     markers = _done_markers(out)
-    assert len(markers) == 9
+    assert len(markers) == 10
 
     # A re-run reuses every finished cell: nothing is run, no marker is rewritten.
     proc = _run("--study=bert_pretraining_tasks", "--scale=tiny", f"--output_dir={out}", *FAST)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert _counts(proc) == (0, 9)
+    assert _counts(proc) == (0, 10)
     assert _done_markers(out) == markers
 
     # A killed fine-tuning cell (marker gone, its files left) and a partial folder of a cell
@@ -376,7 +378,7 @@ def test_tiny_study_runs_resumes_and_reruns_killed_cells(tmp_path):
         f.write("half")
     proc = _run("--study=bert_pretraining_tasks", "--scale=tiny", f"--output_dir={out}", *FAST)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert _counts(proc) == (2, 7)
+    assert _counts(proc) == (2, 8)
     after = _done_markers(out)
     assert set(after) == set(markers)
     assert {d for d in after if after[d] != markers[d]} == {finetune, pretraining}
@@ -394,8 +396,8 @@ def test_every_study_at_tiny_scale(tmp_path):
     # Table 6 (its L6/H768/A12 row is the MLM+NSP run at tiny), Table 7's 4-layer stand-in
     # (= Table 6's BERT-Base row); GPT: the default and the smaller size) + 42 fine-tuning
     # (30 on the tasks, and Table 8's 6 variants on NER fine-tuned and feature-based) + 1
-    # zero-shot.
-    assert (ran, reused) == (58, 0)
+    # zero-shot + 2 baselines (topic, conll2003).
+    assert (ran, reused) == (60, 0)
     _check_outputs(out, list(STUDIES))
 
 
