@@ -104,8 +104,12 @@ class OpenAIAdam(keras.optimizers.Optimizer):
         for key in ("weight_decay", "clipnorm", "clipvalue", "global_clipnorm",
                     "gradient_accumulation_steps"):
             if kwargs.get(key) is not None:
+                # Accumulation belongs to the loops (--gradient_accumulation_steps), which clip
+                # the accumulated gradient once (bert_tf.training.accumulation).
+                hint = ("the training loops' --gradient_accumulation_steps"
+                        if key == "gradient_accumulation_steps" else "l2 / max_grad_norm")
                 raise UserInputError(f"OpenAIAdam: {key} is not part of the original optimizer "
-                                     "(use l2 / max_grad_norm)")
+                                     f"(use {hint})")
             kwargs.pop(key, None)
         super().__init__(learning_rate=float(learning_rate), name=name,
                          global_clipnorm=float(max_grad_norm) if max_grad_norm > 0 else None,
