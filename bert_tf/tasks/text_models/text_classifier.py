@@ -1,0 +1,191 @@
+"""`BertTextClassifier`: raw texts (or text pairs) in, class probabilities (or regression values)
+out, with its tokenizer inside (keras-hub's `BertTextClassifier` shape, the original's numbers).
+
+    import bert_tf
+    clf = bert_tf.BertTextClassifier.from_pretrained("uncased_L-12_H-768_A-12", num_classes=2,
+                                                     sequence_length=128,
+                                                     label_names=["negative", "positive"])
+    clf.fit(["a fine film", "a dull one"], ["positive", "negative"], epochs=3)
+    clf.predict(["what a film"])            # float32 [N, 2] probabilities
+    clf.predict_labels(["what a film"])     # ["positive"]
+    clf.save("clf.keras")                   # keras.models.load_model after `import bert_tf`
+    clf.export("serving/clf")               # serving/clf/1/: raw-text SavedModel for TF Serving
+
+The model is the original `run_classifier.py`'s (`bert_tf.modeling.BertClassifier`: [CLS] pooled
+output, dropout 0.1, one dense layer); `task_type="regression"` (`num_classes=1`, STS-B) trains
+with mean squared error and predicts one float per text. See `text_task` for the inputs `fit`,
+`evaluate` and `predict` take and for `compile()`'s defaults.
+"""
+from __future__ import annotations
+
+import os
+from typing import Sequence
+
+import keras
+import numpy as np
+
+from bert_tf.errors import UserInputError
+from bert_tf.tasks.text_models.preprocessors import BertTextPreprocessor, write_vocab_file
+from bert_tf.tasks.text_models.text_task import TextTask, load_backbone, softmax
+
+__all__ = ["BertTextClassifier", "TASK_TYPES"]
+
+TASK_TYPES = ("classification", "regression")
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertTextClassifier(TextTask):
+    """Sentence(-pair) classification or regression on raw text.
+
+    Args:
+      backbone: a `bert_tf.modeling.BertClassifier` (num_labels = number of classes, 1 for
+        regression).
+      preprocessor: a `BertTextPreprocessor` (vocab, sequence_length, casing).
+      label_names: class names in label-id order (kept in the `.keras` file and the export);
+        None: labels are ids.
+      task_type: "classification" or "regression".
+
+    Call: {"input_word_ids", "input_mask", "input_type_ids"} int32 [B, S] -> logits float32
+    [B, num_classes] (`call_text` on tf.string texts). `predict(texts)`: probabilities
+    [N, num_classes] (regression: float32 [N]).
+    """
+
+    def __init__(self, backbone, preprocessor: BertTextPreprocessor,
+                 label_names: Sequence[str] | None = None,
+                 task_type: str = "classification", **kwargs):
+        kwargs.setdefault("name", "bert_text_classifier")
+        super().__init__(preprocessor, label_names, **kwargs)
+        if task_type not in TASK_TYPES:
+            raise UserInputError(f"task_type={task_type!r}; expected one of {TASK_TYPES}")
+        if task_type == "regression" and backbone.num_labels != 1:
+            raise UserInputError(f"task_type='regression' needs num_classes=1; the model has "
+                                 f"{backbone.num_labels}")
+        if self.label_names is not None and len(self.label_names) != backbone.num_labels:
+            raise UserInputError(f"label_names has {len(self.label_names)} names "
+                                 f"{self.label_names} but num_classes is {backbone.num_labels}")
+        self.backbone = backbone
+        self.task_type = task_type
+
+    @property
+    def num_classes(self) -> int:
+        return self.backbone.num_labels
+
+    @classmethod
+    def from_pretrained(cls, path_or_preset: str | os.PathLike, num_classes: int = 2,
+                        sequence_length: int = 128, label_names: Sequence[str] | None = None,
+                        task_type: str = "classification", dropout_rate: float = 0.1, *,
+                        vocab_file: str | os.PathLike | None = None,
+                        do_lower_case: bool | None = None, heads: str = "if_present"
+                        ) -> "BertTextClassifier":
+        """A classifier on a pretrained BERT from any layout `bert_tf.from_pretrained` reads
+        (Google's release folder, a Hugging Face folder, a bert_tf `.keras` file or encoder
+        SavedModel, a preset name with `vocab_file=`).
+
+        A `.keras` file of a `BertTextClassifier` is returned as saved (its classes, labels and
+        sequence length; `num_classes` must agree). Otherwise a new head is put on the encoder
+        (loaded from the checkpoint too when it has one of this shape, `heads`).
+
+        Args:
+          num_classes: output classes (1 for regression); default from `label_names`.
+          sequence_length: the packed length of every input.
+          label_names: class names in id order (or None).
+          task_type: "classification" or "regression".
+          dropout_rate: of the head's dropout (the original's 0.1).
+          vocab_file, do_lower_case, heads: as `bert_tf.from_pretrained`.
+        """
+        from bert_tf.modeling import BertClassifier
+
+        name = os.fspath(path_or_preset)
+        if label_names is not None and num_classes == 2 and len(label_names) != 2:
+            num_classes = len(label_names)
+        if task_type == "regression":
+            num_classes = 1
+        if name.endswith(".keras") and os.path.isfile(name):
+            from bert_tf.tasks.text_models import registration
+
+            registration.register_all()
+            saved = keras.models.load_model(name, compile=False)
+            if isinstance(saved, cls):
+                if saved.num_classes != num_classes and label_names is None:
+                    raise UserInputError(f"{name}: the classifier has {saved.num_classes} "
+                                         f"classes, not num_classes={num_classes}")
+                return saved
+
+        def factory(config, encoder=None):
+            return BertClassifier(config, num_labels=num_classes, encoder=encoder,
+                                  dropout_rate=dropout_rate)
+
+        backbone, tokens, lower = load_backbone(name, factory, vocab_file, do_lower_case, heads)
+        preprocessor = BertTextPreprocessor(tokens, sequence_length, lower)
+        return cls(backbone, preprocessor, label_names, task_type)
+
+    def get_config(self) -> dict:
+        return {**super().get_config(),
+                "backbone": keras.saving.serialize_keras_object(self.backbone),
+                "preprocessor": keras.saving.serialize_keras_object(self.preprocessor),
+                "label_names": self.label_names, "task_type": self.task_type}
+
+    @classmethod
+    def from_config(cls, config: dict) -> "BertTextClassifier":
+        config = dict(config)
+        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
+        config["preprocessor"] = keras.saving.deserialize_keras_object(config["preprocessor"])
+        return cls(**config)
+
+    def call(self, inputs, training=None):
+        """Token-id dict [B, S] -> logits float32 [B, num_classes]."""
+        return self.backbone(inputs, training=training)["logits"]
+
+    def _default_loss(self):
+        if self.task_type == "regression":
+            return keras.losses.MeanSquaredError()
+        return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    def _default_metrics(self):
+        if self.task_type == "regression":
+            return [keras.metrics.MeanSquaredError(name="mse")]
+        return [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
+
+    def _label_ids(self, y, what="y"):
+        if self.task_type == "regression":
+            return np.asarray(y, np.float32).reshape(-1, 1)
+        if self.label_names is None and np.asarray(y).dtype.kind in "OUS":
+            names = sorted({str(v) for v in np.asarray(y).reshape(-1)})
+            if len(names) != self.num_classes:
+                raise UserInputError(f"{what}: {len(names)} distinct labels {names[:10]} for a "
+                                     f"{self.num_classes}-class model; pass label_names=")
+            self.label_names = names
+        return super()._label_ids(y, what)
+
+    def _outputs_from_predictions(self, raw):
+        if self.task_type == "regression":
+            return np.asarray(raw, np.float32)[:, 0]
+        return softmax(raw)
+
+    def predict_labels(self, x, batch_size: int | None = None) -> list:
+        """Texts -> the predicted label names (ids without label_names); classification only."""
+        if self.task_type == "regression":
+            raise UserInputError("predict_labels is for classification; use predict()")
+        ids = np.argmax(self.predict(x, batch_size), axis=-1)
+        return [self.label_names[i] for i in ids] if self.label_names else ids.tolist()
+
+    def export(self, export_dir: str | os.PathLike, version: int | None = 1,
+               overwrite: bool = False, check: bool = True) -> str:
+        """A raw-text serving SavedModel at `<export_dir>/<version>/` (TF Serving's layout),
+        written atomically and checked servable (`bert_tf.export.task_models.ClassifierExport`:
+        `serving_default(text)`, `serving_pair(text_a, text_b)`, `serving_ids`; outputs
+        `probabilities`, `label_ids`, `logits` (+ `labels`), regression `predictions`).
+        Loading it needs `import tensorflow_text` first. Returns the written folder."""
+        import tempfile
+
+        from bert_tf.export.preprocessor import BertPreprocessor
+        from bert_tf.export.serving_module import save_serving_savedmodel
+        from bert_tf.export.task_models import ClassifierExport
+
+        pre = self.preprocessor
+        with tempfile.TemporaryDirectory(prefix="bert_tf_export_vocab_") as tmp:
+            serving_pre = BertPreprocessor(write_vocab_file(pre.vocabulary, tmp),
+                                           pre.sequence_length, pre.do_lower_case)
+            module = ClassifierExport(self.backbone, serving_pre,
+                                      self.label_names if self.task_type != "regression" else None)
+            return save_serving_savedmodel(module, export_dir, version, overwrite, check=check)
