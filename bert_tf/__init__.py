@@ -31,6 +31,11 @@ Top-level names (imported on first use, so `import bert_tf` does not import Tens
   list_presets       the preset names (the published configs of official_configs/models/).
   GptCausalLM        GPT-1 as a language model: from_pretrained (OpenAI's released folder, the
                      preset "openai-gpt"), generate (greedy, sampling, beam; KV cache), score.
+  BertTextClassifier, BertTextEmbedder, BertTextPreprocessor
+                     raw-text Keras task models with their tokenizer inside (docs/text_models.md).
+
+`import bert_tf` also makes bert_tf's Keras classes known to `keras.models.load_model` without
+importing Keras (bert_tf.tasks.text_models.registration).
 """
 
 __version__ = "0.1.0"
@@ -39,11 +44,21 @@ from bert_tf import moved_modules as _moved_modules  # old module paths still im
 
 _moved_modules.install()
 
-__all__ = ["from_pretrained", "list_presets", "GptCausalLM"]
+from bert_tf.tasks.text_models import registration as _registration  # noqa: E402
+
+_registration.install()  # registration: `keras.models.load_model` finds bert_tf's classes
+
+__all__ = ["from_pretrained", "list_presets", "GptCausalLM", "BertTextClassifier",
+           "BertTextEmbedder", "BertTextPreprocessor"]
 
 _LAZY = {"from_pretrained": ("bert_tf.pretrained", "from_pretrained"),
          "list_presets": ("bert_tf.presets", "list_presets"),
-         "GptCausalLM": ("bert_tf.tasks.gpt_causal_lm", "GptCausalLM")}
+         "GptCausalLM": ("bert_tf.tasks.gpt_causal_lm", "GptCausalLM"),
+         "BertTextClassifier": ("bert_tf.tasks.text_models.text_classifier",
+                                "BertTextClassifier"),
+         "BertTextEmbedder": ("bert_tf.tasks.text_models.text_embedder", "BertTextEmbedder"),
+         "BertTextPreprocessor": ("bert_tf.tasks.text_models.preprocessors",
+                                  "BertTextPreprocessor")}
 
 
 def __getattr__(name: str):
