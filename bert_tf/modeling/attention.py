@@ -28,7 +28,8 @@ def attention_mask_adder(input_mask: tf.Tensor, dtype: tf.DType = tf.float32) ->
       queries (every query row gets the same key mask, as in the original's 3-D mask).
     """
     mask = tf.cast(input_mask, dtype)
-    return ((1.0 - mask) * MASK_ADDER)[:, tf.newaxis, tf.newaxis, :]
+    # expand_dims, not [:, tf.newaxis, tf.newaxis, :]: TFLite has no StridedSlice with new axes.
+    return tf.expand_dims(tf.expand_dims((1.0 - mask) * MASK_ADDER, 1), 1)
 
 
 @register

@@ -83,6 +83,6 @@ class BertEmbeddings(keras.layers.Layer):
         token_type = tf.einsum("bst,th->bsh", one_hot, self.token_type_embeddings)
         position = self.position_embeddings[:seq_len]
         output = word + token_type
-        output = output + tf.cast(position, output.dtype)[tf.newaxis]
+        output = output + tf.cast(position, output.dtype)  # [S, H] broadcast over the batch
         output = self.layer_norm(output)
         return self.dropout(output, training=training)
