@@ -1,11 +1,13 @@
 """`bert-tf-serving-client` / tools/serving_client.py: send raw text to a BERT model served by TF
-Serving (REST or gRPC) and print the outputs as one JSON object (output name -> nested lists).
+Serving (REST or gRPC), or run it on a SavedModel folder without a server (`--saved_model_dir`),
+and print the outputs as one JSON object (output name -> nested lists; the same JSON either way).
 
   bert-tf-serving-client --server=localhost:8501 --model_name=sentiment --text="a great movie"
   bert-tf-serving-client --model_name=mnli --signature_name=serving_pair --text_a=.. --text_b=..
   bert-tf-serving-client --model_name=squad --question="Who wrote it?" --context="By Ann."
   bert-tf-serving-client --model_name=swag --context=".." --choices="a|b|c|d"
   bert-tf-serving-client --protocol=grpc --server=localhost:8500 --model_name=sentiment --text=..
+  bert-tf-serving-client --saved_model_dir=/models/sentiment --text="a great movie"
 """
 from __future__ import annotations
 
@@ -22,7 +24,12 @@ from bert_tf.options import option
 class ServingClientOptions:
     """Flags of tools/serving_client.py."""
 
-    model_name: str = option(help="Model name in the server's model_config.")
+    model_name: str | None = option(None, "Model name in the server's model_config (needed "
+                                    "unless --saved_model_dir).")
+    saved_model_dir: str | None = option(
+        None, "Answer from this SavedModel without a server: a version folder or a model base "
+        "path (its highest version, or --version). --server, --protocol, --format and --b64 "
+        "do not apply.")
     server: str = option("localhost:8501", "host:port (REST 8501, gRPC 8500 by default).")
     protocol: str = option("rest", "Predict API to use.", choices=("rest", "grpc"))
     version: int | None = option(None, "Model version (default: the server's choice).")
@@ -74,12 +81,21 @@ def _plain(value):
 
 
 def predict(opts: ServingClientOptions) -> dict:
-    """Sends the request; prints and returns the outputs as JSON-ready lists."""
+    """Sends the request (or runs --saved_model_dir); prints and returns the outputs as
+    JSON-ready lists."""
     from bert_tf.export.serving_client import ServingError, grpc_predict, rest_predict
 
+    if not opts.saved_model_dir and not opts.model_name:
+        raise UserInputError("give --model_name (the served model) or --saved_model_dir (a "
+                             "SavedModel folder, no server)")
     inputs = opts.inputs()
     try:
-        if opts.protocol == "grpc":
+        if opts.saved_model_dir:
+            from bert_tf.export.serving_client import saved_model_predict
+
+            outputs = saved_model_predict(opts.saved_model_dir, inputs, opts.signature_name,
+                                          opts.version)
+        elif opts.protocol == "grpc":
             outputs = grpc_predict(opts.server, opts.model_name, inputs, opts.signature_name,
                                    opts.version, opts.timeout)
         else:

@@ -1,4 +1,5 @@
-"""Clients for TF Serving's Predict API: REST (JSON) and gRPC (tensorflow-serving-api).
+"""Clients for TF Serving's Predict API: REST (JSON) and gRPC (tensorflow-serving-api), and the
+same request answered from a SavedModel folder without a server (`saved_model_predict`).
 
 Request building and response parsing are plain functions (testable without a server):
 
@@ -8,11 +9,18 @@ Request building and response parsing are plain functions (testable without a se
 
 Strings that are not valid UTF-8 (bytes) — or all strings with `b64=True` — are sent as
 `{"b64": "<base64>"}`, which TF Serving decodes into the DT_STRING tensor.
+
+`saved_model_predict(dir, inputs)` loads `<dir>` (a version folder, or a model base path whose
+highest version is taken) with tensorflow-text's ops registered, runs the signature on the same
+inputs (numbers cast to the signature's dtypes, as the REST API does) and returns the same
+{output name: array}. A connection failure names the URL (REST) or address (gRPC) tried.
 """
 from __future__ import annotations
 
 import base64
 import json
+import os
+import socket
 import urllib.error
 import urllib.request
 from typing import Any, Mapping, Sequence
@@ -151,14 +159,32 @@ def rest_predict(server: str, model_name: str, inputs: Mapping[str, Any],
     body = json.dumps(rest_request_body(inputs, signature_name, fmt, b64)).encode("utf-8")
     request = urllib.request.Request(rest_predict_url(server, model_name, version), data=body,
                                      headers={"Content-Type": "application/json"})
+    url = request.full_url
     try:
         with urllib.request.urlopen(request, timeout=timeout) as reply:
-            payload = json.loads(reply.read().decode("utf-8"))
+            text = reply.read().decode("utf-8", "replace")
     except urllib.error.HTTPError as e:  # The server puts {"error": ...} in the body.
         try:
             payload = json.loads(e.read().decode("utf-8"))
         except ValueError:
-            raise ServingError(f"HTTP {e.code} from {request.full_url}") from e
+            raise ServingError(f"HTTP {e.code} from {url}") from e
+        if not isinstance(payload, dict):
+            raise ServingError(f"HTTP {e.code} from {url}") from e
+        return parse_rest_response(payload, fmt)
+    except urllib.error.URLError as e:  # refused, unknown host, ...
+        raise ServingError(f"cannot reach {url}: {e.reason} (is TF Serving's REST port "
+                           "there? --server=host:port)") from e
+    except (socket.timeout, TimeoutError) as e:
+        raise ServingError(f"no reply from {url} within {timeout:g} s") from e
+    except (ConnectionError, OSError) as e:
+        raise ServingError(f"cannot reach {url}: {e}") from e
+    try:
+        payload = json.loads(text)
+    except ValueError:
+        raise ServingError(f"{url} answered with something that is not JSON: "
+                           f"{text[:80]!r}") from None
+    if not isinstance(payload, dict):
+        raise ServingError(f"{url} answered with JSON that is not an object: {text[:80]!r}")
     return parse_rest_response(payload, fmt)
 
 
@@ -233,5 +259,127 @@ def grpc_predict(server: str, model_name: str, inputs: Mapping[str, Any],
         try:
             reply = stub.Predict(request, timeout=timeout)
         except grpc.RpcError as e:
-            raise ServingError(f"{e.code().name}: {e.details()}") from e
+            raise ServingError(f"{e.code().name} from {server} (gRPC): {e.details()}") from e
     return {k: tf.make_ndarray(v) for k, v in reply.outputs.items()}
+
+
+# ---------------------------------------------------------------------------------------------
+# Without a server: the SavedModel itself
+# ---------------------------------------------------------------------------------------------
+def resolve_saved_model_dir(path: str, version: int | None = None) -> str:
+    """The SavedModel folder to load: `path` itself when it holds saved_model.pb, else the
+    version folder `<path>/<version>` (default: the highest numbered one, as TF Serving's
+    default policy serves).
+
+    Raises ServingError naming the folder when there is no SavedModel.
+    """
+    from bert_tf import io_utils
+
+    if not io_utils.isdir(path):
+        raise ServingError(f"--saved_model_dir={path} is not a directory")
+    if io_utils.exists(os.path.join(path, "saved_model.pb")):
+        if version is not None:
+            raise ServingError(f"--version={version}: {path} is a SavedModel itself, not a "
+                               "model base path with version folders")
+        return path
+    versions = sorted(int(n.rstrip("/")) for n in io_utils.listdir(path)
+                      if n.rstrip("/").isdigit()
+                      and io_utils.exists(os.path.join(path, n.rstrip("/"), "saved_model.pb")))
+    if not versions:
+        raise ServingError(f"--saved_model_dir={path} holds no saved_model.pb and no version "
+                           "folder (1/, 2/, ...) with one")
+    if version is None:
+        return os.path.join(path, str(versions[-1]))
+    if int(version) not in versions:
+        raise ServingError(f"--version={version}: {path} has versions "
+                           f"{', '.join(map(str, versions))}")
+    return os.path.join(path, str(int(version)))
+
+
+def load_saved_model(path: str):
+    """`tf.saved_model.load` with tensorflow-text's ops registered (the raw-text exports use
+    `NormalizeUTF8` and the WordPiece/BPE ops): an unregistered op is a ServingError that says
+    so."""
+    import tensorflow as tf
+
+    try:
+        import tensorflow_text  # noqa: F401  (registers the tokenizer ops the exports use)
+    except ImportError:
+        pass
+    try:
+        return tf.saved_model.load(path)
+    except (tf.errors.NotFoundError, ValueError, KeyError) as e:
+        message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if "Op type not registered" in str(e):
+            raise ServingError(f"{path}: {message} (install tensorflow-text of your TensorFlow "
+                               "version: its ops are needed to run a raw-text export)") from e
+        raise ServingError(f"cannot load the SavedModel {path}: {message}") from e
+
+
+def saved_model_predict(saved_model_dir: str, inputs: Mapping[str, Any],
+                        signature_name: str = "serving_default", version: int | None = None,
+                        loaded=None) -> dict[str, np.ndarray]:
+    """Runs a signature of a SavedModel on a request's inputs, as TF Serving would answer it.
+
+    Args:
+      saved_model_dir: a version folder or a model base path (see `resolve_saved_model_dir`).
+      inputs: signature input name -> batch of values (the same dict `rest_predict` takes):
+        strings (str or bytes) for DT_STRING inputs, nested lists / arrays of numbers (cast to
+        the signature's dtype, as the REST API does).
+      signature_name: the signature to run.
+      version: the version folder under a model base path (default: the highest).
+      loaded: an already loaded SavedModel (skips loading; `saved_model_dir` is then only
+        named in messages).
+
+    Returns:
+      {output name: numpy array, batch first}; strings as an object array of bytes (as
+      `parse_rest_response` gives them).
+
+    Raises:
+      ServingError: no SavedModel there, an unknown signature, a missing or unexpected input,
+        a value the signature cannot take (TF's message kept).
+    """
+    import tensorflow as tf
+
+    if loaded is None:
+        loaded = load_saved_model(resolve_saved_model_dir(saved_model_dir, version))
+    if signature_name not in loaded.signatures:
+        raise ServingError(f"Serving signature name: \"{signature_name}\" not found in "
+                           f"{saved_model_dir} (it has {', '.join(sorted(loaded.signatures))})")
+    fn = loaded.signatures[signature_name]
+    specs = fn.structured_input_signature[1]
+    unknown = sorted(set(inputs) - set(specs))
+    missing = sorted(set(specs) - set(inputs))
+    if unknown or missing:
+        raise ServingError(f"signature {signature_name} takes inputs {sorted(specs)}; "
+                           + (f"unexpected {unknown}" if unknown else f"missing {missing}"))
+    args = {}
+    for name, spec in specs.items():
+        value = inputs[name]
+        try:
+            if spec.dtype == tf.string:
+                array = _as_array(value)
+                if array.dtype != object:
+                    raise ValueError(f"expected strings, got {array.dtype.name}")
+                args[name] = tf.constant(array, tf.string)
+            else:
+                array = np.asarray(value)
+                if array.dtype.kind not in "biuf":
+                    raise ValueError(f"expected numbers, got {array.dtype}")
+                args[name] = tf.constant(array.astype(spec.dtype.as_numpy_dtype))
+        except (ValueError, TypeError) as e:
+            raise ServingError(f"input {name!r} of {signature_name} ({spec.dtype.name} "
+                               f"{spec.shape}): {e}") from None
+        if not spec.shape.is_compatible_with(args[name].shape):
+            raise ServingError(f"input {name!r} of {signature_name}: shape "
+                               f"{args[name].shape.as_list()}, expected {spec.shape}")
+    try:
+        outputs = fn(**args)
+    except (tf.errors.InvalidArgumentError, ValueError, TypeError) as e:
+        message = getattr(e, "message", None) or str(e)
+        raise ServingError(message.strip().splitlines()[0]) from None
+    result = {}
+    for key, value in outputs.items():
+        array = value.numpy()
+        result[key] = array.astype(object) if array.dtype.kind == "S" else array
+    return result

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import pathlib
 
 import numpy as np
 import pytest
@@ -241,3 +242,191 @@ def test_grpc_round_trip_against_a_prediction_service_running_an_export(exports)
                          signature_name="serving_ids")
     finally:
         server.stop(None)
+
+
+# ---------------------------------------------------------------------------------------------
+# Connection errors, --saved_model_dir (no server)
+# ---------------------------------------------------------------------------------------------
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_connection_errors_name_the_url():
+    from bert_tf.export.serving_client import rest_predict
+
+    port = _closed_port()
+    url = f"http://127.0.0.1:{port}/v1/models/sentiment/versions/3:predict"
+    with pytest.raises(ServingError) as error:
+        rest_predict(f"127.0.0.1:{port}", "sentiment", {"text": ["a"]}, version=3, timeout=5)
+    assert str(error.value).startswith(f"cannot reach {url}: ")
+    # the command line: one error line with the URL
+    from bert_tf.cli.serving_client import ServingClientOptions, predict
+    from bert_tf.errors import UserInputError
+
+    with pytest.raises(UserInputError, match=f"cannot reach http://127.0.0.1:{port}/v1/models/m"):
+        predict(ServingClientOptions(model_name="m", server=f"127.0.0.1:{port}", text=["a"],
+                                     timeout=5))
+    with pytest.raises(UserInputError, match="give --model_name .* or --saved_model_dir"):
+        predict(ServingClientOptions(text=["a"]))
+
+
+def test_saved_model_dir_resolution(tmp_path):
+    from bert_tf.export.serving_client import resolve_saved_model_dir
+
+    base = tmp_path / "sentiment"
+    for version in ("1", "2", "10"):
+        (base / version).mkdir(parents=True)
+        (base / version / "saved_model.pb").write_bytes(b"")
+    (base / "3").mkdir()  # no saved_model.pb: not a version
+    (base / ".1.tmp-123").mkdir()
+    assert resolve_saved_model_dir(str(base)) == str(base / "10")  # the highest, as TF Serving
+    assert resolve_saved_model_dir(str(base), 2) == str(base / "2")
+    assert resolve_saved_model_dir(str(base / "1")) == str(base / "1")
+    with pytest.raises(ServingError, match=r"--version=3: .* has versions 1, 2, 10"):
+        resolve_saved_model_dir(str(base), 3)
+    with pytest.raises(ServingError, match="holds no saved_model.pb and no version folder"):
+        resolve_saved_model_dir(str(base / "3"))
+    with pytest.raises(ServingError, match="is not a directory"):
+        resolve_saved_model_dir(str(tmp_path / "nowhere"))
+
+
+def _tf_serving_rest_server(loaded):
+    """An HTTP server answering :predict as TF Serving's REST API does, from `loaded`'s
+    signatures (row and columnar formats; {"error": ...} with HTTP 400)."""
+    import http.server
+    import threading
+
+    import tensorflow as tf
+
+    def jsonable(array):
+        if array.dtype.kind in "OS":
+            return [jsonable(a) if isinstance(a, np.ndarray) else a.decode()
+                    for a in array] if array.ndim else array.item().decode()
+        return array.tolist()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 (http.server's naming)
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            fn = loaded.signatures[body.get("signature_name", "serving_default")]
+            if "instances" in body:
+                columns = {k: [row[k] for row in body["instances"]] for k in body["instances"][0]}
+            else:
+                columns = body["inputs"]
+            specs = fn.structured_input_signature[1]
+            args = {k: tf.constant(v, specs[k].dtype) for k, v in columns.items()}
+            outputs = {k: v.numpy() for k, v in fn(**args).items()}
+            if "instances" in body:
+                n = len(body["instances"])
+                reply = {"predictions": [{k: jsonable(v[i:i + 1])[0] for k, v in outputs.items()}
+                                         for i in range(n)]}
+            else:
+                reply = {"outputs": {k: jsonable(v) for k, v in outputs.items()}}
+            data = json.dumps(reply).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+@pytest.mark.long
+def test_saved_model_dir_answers_the_rest_json(exports, capsys):
+    """`serving_client --saved_model_dir` prints the JSON the REST path prints for the same
+    request (here a local server answering as TF Serving's REST API from the same export):
+    raw text, pairs, ids; the tool as a subprocess too; bad requests are one line."""
+    import subprocess
+    import sys
+
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (the export's tokenizer ops)
+
+    from bert_tf.cli.serving_client import ServingClientOptions, predict
+    from bert_tf.errors import UserInputError
+    from serving_setup import CLASSIFIER_LABELS
+
+    version = exports["classifier"]
+    base = version.parent
+    loaded = tf.saved_model.load(str(version))
+    server = _tf_serving_rest_server(loaded)
+    try:
+        address = f"127.0.0.1:{server.server_port}"
+        texts = ["a gripping film", "dull and far too long, really"]
+        requests = [dict(text=texts),
+                    dict(text_a=texts, text_b=texts[::-1], signature_name="serving_pair"),
+                    dict(inputs_json=json.dumps({"input_word_ids": [[101, 7592, 102]],
+                                                 "input_mask": [[1, 1, 1]],
+                                                 "input_type_ids": [[0, 0, 0]]}),
+                         signature_name="serving_ids")]
+        for request in requests:
+            for fmt in ("instances", "inputs"):
+                rest = predict(ServingClientOptions(model_name="m", server=address, format=fmt,
+                                                    **request))
+                local = predict(ServingClientOptions(saved_model_dir=str(base), **request))
+                assert set(local) == set(rest)
+                for key in rest:
+                    if key == "labels":
+                        assert local[key] == rest[key]
+                        assert set(local[key]) <= set(CLASSIFIER_LABELS)
+                    else:
+                        np.testing.assert_allclose(local[key], rest[key], rtol=0, atol=1e-6)
+        expected = loaded.signatures["serving_default"](text=tf.constant(texts))
+        local = predict(ServingClientOptions(saved_model_dir=str(version), text=texts))
+        np.testing.assert_array_equal(np.array(local["probabilities"], np.float32),
+                                      expected["probabilities"].numpy())
+    finally:
+        server.shutdown()
+        server.server_close()
+    capsys.readouterr()
+    with pytest.raises(UserInputError, match=r"not found in .* \(it has serving_default, "
+                                             r"serving_ids, serving_pair\)"):
+        predict(ServingClientOptions(saved_model_dir=str(base), text=texts,
+                                     signature_name="missing"))
+    with pytest.raises(UserInputError, match=r"takes inputs \['text_a', 'text_b'\]; missing "
+                                             r"\['text_b'\]"):
+        predict(ServingClientOptions(saved_model_dir=str(base), text_a=texts,
+                                     signature_name="serving_pair"))
+    proc = subprocess.run(
+        [sys.executable, "tools/serving_client.py", f"--saved_model_dir={base}",
+         f"--text={texts[0]}"], capture_output=True, text=True, timeout=300,
+        cwd=pathlib.Path(__file__).resolve().parents[2])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    printed = json.loads(proc.stdout.strip().splitlines()[-1])
+    np.testing.assert_allclose(printed["probabilities"], expected["probabilities"].numpy()[:1],
+                               atol=1e-6)
+    assert printed["labels"] == [CLASSIFIER_LABELS[expected["label_ids"].numpy()[0]]]
+
+
+@pytest.mark.long
+def test_saved_model_cli_needs_tensorflow_text_loaded_first(exports):
+    """docs/serving.md: `saved_model_cli run` on a raw-text export fails with "Op type not
+    registered 'NormalizeUTF8'" (the tool never imports tensorflow_text); the same tool started
+    from a Python that imported tensorflow_text first runs it."""
+    import subprocess
+    import sys
+
+    version = str(exports["preprocessor"])
+    args = ["run", "--dir", version, "--tag_set", "serve", "--signature_def", "serving_default",
+            "--input_exprs", 'text=["a gripping film"]']
+    plain = subprocess.run([sys.executable, "-c", "import sys; from tensorflow.python.tools."
+                            "saved_model_cli import main; sys.exit(main())", *args],
+                           capture_output=True, text=True, timeout=600)
+    assert plain.returncode != 0
+    assert "Op type not registered 'NormalizeUTF8'" in plain.stderr
+    wrapped = subprocess.run([sys.executable, "-c", "import sys, tensorflow_text; from "
+                              "tensorflow.python.tools.saved_model_cli import main; "
+                              "sys.exit(main())", *args],
+                             capture_output=True, text=True, timeout=600)
+    assert wrapped.returncode == 0, wrapped.stderr[-2000:]
+    assert "Result for output key input_word_ids" in wrapped.stdout
+    assert "[[  101" in wrapped.stdout  # [CLS] first
