@@ -33,6 +33,12 @@ class ExportOptions:
     """Flags of tools/export_savedmodel.py.
 
     Attributes:
+      export_format: savedmodel (TF Serving, every signature) or tflite (LiteRT: the task
+        model's token-id signature as <export_dir>/<version>/model.tflite; classifier, squad,
+        ner, multiple_choice; `bert_tf.export.lite`).
+      quantize: unset (float32); int8: savedmodel: int8-stored Dense kernels of a BERT model
+        (`bert_tf.export.quantize`), tflite: the converter's dynamic-range int8; float16:
+        tflite only (float16 weights).
       model_type: one of MODEL_TYPES: BERT's encoder, preprocessor, classifier, squad, ner,
         multiple_choice; GPT-1's gpt_lm (the pretrained LM) and gpt_classifier (a fine-tuned
         GptClassifier).
@@ -95,6 +101,8 @@ class ExportOptions:
     bpe_path: str | None = None
     bpe_corpus_file: str | None = None
     max_text_length: int = 0
+    export_format: str = "savedmodel"
+    quantize: str | None = None
 
 
 def _require(value, flag: str, model_type: str):
@@ -259,6 +267,32 @@ def _validate_gpt(opts: ExportOptions) -> None:
                           f"--model_type={t}")
 
 
+LITE_MODEL_TYPES = ("classifier", "squad", "ner", "multiple_choice")
+"""--model_type values --export_format=tflite converts (their token-id signature)."""
+
+
+def _validate_format(opts: ExportOptions) -> None:
+    """--export_format and --quantize."""
+    t, q = opts.model_type, opts.quantize or None
+    if opts.export_format not in ("savedmodel", "tflite"):
+        raise ExportError(f"--export_format must be savedmodel or tflite, got "
+                          f"{opts.export_format!r}")
+    if q not in (None, "int8", "float16"):
+        raise ExportError(f"--quantize must be int8 or float16 (or unset), got {q!r}")
+    if opts.export_format == "tflite" and t not in LITE_MODEL_TYPES:
+        raise ExportError(f"--export_format=tflite converts the task models {LITE_MODEL_TYPES} "
+                          f"(their token-id signature), not --model_type={t}")
+    if opts.export_format == "savedmodel" and q == "float16":
+        raise ExportError("--quantize=float16 is for --export_format=tflite; a SavedModel takes "
+                          "--quantize=int8")
+    if q == "int8" and t in GPT_MODEL_TYPES:
+        raise ExportError(f"--quantize=int8 quantizes BERT's Dense layers; --model_type={t} is "
+                          "built of GPT-1's GptConv1D layers, which it does not quantize")
+    if q == "int8" and t == "preprocessor":
+        raise ExportError("--quantize=int8 does not apply to --model_type=preprocessor (it has "
+                          "no weights)")
+
+
 def validate_options(opts: ExportOptions) -> None:
     """Checks flags and files before TensorFlow work starts.
 
@@ -277,6 +311,7 @@ def validate_options(opts: ExportOptions) -> None:
         _validate_gpt(opts)
     else:
         _validate_bert(opts)
+    _validate_format(opts)
 
 
 def _load_fine_tuned(load, opts: ExportOptions, run: str, body_prefix: str):
@@ -383,6 +418,10 @@ def build_export_module(opts: ExportOptions):
                          heads=heads)[2]
 
     model = load() if t == "encoder" else _load_fine_tuned(load, opts, f"a {t}", "bert/")
+    if opts.quantize == "int8" and opts.export_format == "savedmodel":
+        from bert_tf.export.quantize import quantize_int8_weights
+
+        quantize_int8_weights(model)
     if t == "encoder":
         root = encoder_savedmodel_root(model, opts.vocab_file or None, opts.do_lower_case)
         return root, {"serving_default": root.serving_default}
@@ -403,5 +442,23 @@ def export_savedmodel(opts: ExportOptions, check: bool = True) -> str:
 
     validate_options(opts)
     module, signatures = build_export_module(opts)
+    if opts.export_format == "tflite":
+        return _write_tflite(opts, module, signatures)
     return save_serving_savedmodel(module, opts.export_dir, opts.version, opts.overwrite,
                                    signatures=signatures, check=check)
+
+
+def _write_tflite(opts: ExportOptions, module, signatures) -> str:
+    """Converts the token-id signature and writes <export_dir>/<version>/model.tflite
+    atomically (the folder appears complete or not at all)."""
+    from bert_tf.export.lite import TFLITE_FILE, tflite_from_signatures
+    from bert_tf.export.savedmodel_io import write_atomically
+
+    content = tflite_from_signatures(module, signatures, opts.quantize or None)
+
+    def write(folder: str) -> None:
+        with open(os.path.join(folder, TFLITE_FILE), "wb") as f:
+            f.write(content)
+
+    target = os.path.join(opts.export_dir, str(int(str(opts.version))))
+    return write_atomically(target, write, overwrite=opts.overwrite)
