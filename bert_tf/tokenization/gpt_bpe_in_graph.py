@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import functools
 import html
-import json
 import os
 import sys
 from typing import Iterable, Mapping, Sequence

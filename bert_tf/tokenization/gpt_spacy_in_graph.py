@@ -36,7 +36,7 @@ import functools
 import re
 import sys
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Mapping
 
 import tensorflow as tf
 
