@@ -111,9 +111,9 @@ def run_study(options: StudyRunOptions, say: Callable[[str], None] = print) -> d
                              f"--scale={scale.name}; expected some of {', '.join(scale.tasks)}")
         overrides["tasks"] = tuple(t for t in scale.tasks if t in only_tasks)
     scale = dataclasses.replace(scale, **overrides)
-    if not options.output_dir:
+    if not options.output_dir and not options.estimate:
         raise StudyError("--output_dir is required")
-    if os.path.isfile(options.output_dir):
+    if options.output_dir and os.path.isfile(options.output_dir):
         raise StudyError(f"--output_dir={options.output_dir} is a file; expected a folder")
     seeds = options.seed_list() if options.seeds.strip() else list(scale.finetuning_seeds)
     if options.pretraining_seeds < 0:

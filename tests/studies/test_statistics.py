@@ -131,3 +131,17 @@ def test_claim_rows_and_the_report_of_a_study():
     assert "not learned (left out): no_pretraining" in md
     assert "| pretrained GPT > GPT from random weights (SST-2, paper 91.3 vs 84.0) (primary) " \
            "| SST-2 |" in md
+
+
+def test_estimate_of_the_small_grid_fits_its_budget():
+    """--estimate runs nothing and needs no data; the new small grid (2 pretraining x 3
+    fine-tuning seeds) is declared within ~10 CPU-hours (docs/studies.md, "Method")."""
+    from bert_tf.studies.run import StudyRunOptions, run_study
+
+    said = []
+    got = run_study(StudyRunOptions(study="all", scale="small", estimate=True), say=said.append)
+    total = sum(c.seconds for c in got["estimate"]) / 3600
+    assert 8.0 < total < 10.5 and "total: " in said[0]
+    kinds = {c.kind for c in got["estimate"]}
+    assert kinds == {"data", "pretraining", "baseline", "finetuning", "zero_shot"}
+    assert sum(c.kind == "pretraining" for c in got["estimate"]) == 14  # 7 runs x 2 seeds
