@@ -411,17 +411,27 @@ def _load_splits(task: str, opts: GptClassifierRunOptions) -> tuple[dict, list[s
     from bert_tf.tasks import glue
     processor = glue.get_processor(task)
     labels = processor.get_labels()
+    examples = None
     if opts.do_train:
         examples = processor.get_train_examples(opts.data_dir, opts.dev_file)
         random.Random(opts.seed).shuffle(examples)
-        splits["train"] = _glue_rows(processor, glue.EvalSplit("train", examples), labels)
+    return _processor_rows(processor, opts, examples, labels), labels
+
+
+def _processor_rows(processor, opts: GptClassifierRunOptions, train_examples: list | None,
+                    labels: list[str] | None) -> dict:
+    """{"train": TaskRows or None, "dev": [TaskRows], "test": [TaskRows]} of a GLUE-style
+    processor: the (shuffled) training examples given, dev/test read for the asked-for runs."""
+    splits: dict = {"train": None, "dev": [], "test": []}
+    if train_examples is not None:
+        splits["train"] = _glue_rows(processor, EvalSplit("train", train_examples), labels)
     if opts.do_eval:
         splits["dev"] = [_glue_rows(processor, s, labels)
                          for s in processor.get_dev_splits(opts.data_dir, opts.dev_file)]
     if opts.do_predict:
         splits["test"] = [_glue_rows(processor, s, labels)
                           for s in processor.get_test_splits(opts.data_dir)]
-    return splits, labels
+    return splits
 
 
 def load_own_splits(opts: GptClassifierRunOptions
@@ -431,22 +441,13 @@ def load_own_splits(opts: GptClassifierRunOptions
     agree), else `output_dir/labels.json`'s; a dev/test label outside it is an error naming
     file, line and column. Nothing is written here."""
     processor = own_data.processor_from_options(opts)
-    splits: dict = {"train": None, "dev": [], "test": []}
     train_examples = None
     if opts.do_train:
         train_examples = processor.get_train_examples(opts.data_dir)
         random.Random(opts.seed).shuffle(train_examples)
     own_data.resolve_labels(processor, opts.output_dir, training=opts.do_train)
     labels = processor.get_labels()
-    if train_examples is not None:
-        splits["train"] = _glue_rows(processor, EvalSplit("train", train_examples), labels)
-    if opts.do_eval:
-        splits["dev"] = [_glue_rows(processor, s, labels)
-                         for s in processor.get_dev_splits(opts.data_dir, opts.dev_file)]
-    if opts.do_predict:
-        splits["test"] = [_glue_rows(processor, s, labels)
-                          for s in processor.get_test_splits(opts.data_dir)]
-    return splits, labels, processor
+    return _processor_rows(processor, opts, train_examples, labels), labels, processor
 
 
 def format_probabilities(probabilities: np.ndarray) -> list[str]:
