@@ -57,6 +57,11 @@ class MemoryOptions:
         "keeping them (tf.recompute_grad per block): the same gradients, less memory, about one "
         "more forward pass of compute.")
 
+    def __post_init__(self) -> None:
+        """k < 1 fails when the options are made (right after the flags are parsed); the batch
+        split is checked by the loops, which know the number of replicas."""
+        check_accumulation(self.gradient_accumulation_steps)
+
     def check_memory_options(self, train_batch_size: int | None = None,
                              replicas: int = 1) -> None:
         """UserInputError (one line naming the flag) for k < 1 or a batch k cannot split."""

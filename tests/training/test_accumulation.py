@@ -252,3 +252,14 @@ def test_pretraining_mixed_float16_loss_scaling_with_accumulation(tmp_path):
     assert [r["loss"] for r in r1] == pytest.approx([r["loss"] for r in r2], abs=2e-3)
     worst = max(float(np.max(np.abs(base[n] - acc[n]))) for n in base)
     assert worst <= 2e-3, worst
+
+
+def test_bad_setting_fails_when_the_run_options_are_made(tmp_path):
+    """A fine-tuning script's options (made right after its flags are parsed) refuse k < 1
+    before any data is read."""
+    from bert_tf.tasks.classifier import ClassifierRunOptions
+
+    with pytest.raises(UserInputError, match=r"^--gradient_accumulation_steps=0: expected"):
+        ClassifierRunOptions(bert_config_file="c.json", vocab_file="v.txt",
+                             output_dir=str(tmp_path), task_name="mrpc",
+                             gradient_accumulation_steps=0)
