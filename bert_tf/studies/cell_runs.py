@@ -715,3 +715,45 @@ def zero_shot(cell_dir: str, scale: Scale, data: dict, task: TaskData, pretraini
     return {"metric": "zero_shot_accuracy", "value": curve[-1][1], "curve": curve,
             "steps": curve[-1][0], "examples": len(examples), "prompt": prompt,
             "label_words": label_words, "majority_class": round(100 * float(majority), 2)}
+
+
+def cloze_items(scale: Scale, data: dict, seed: int):
+    """The cloze probe's items of the data cell's held-out corpus (`cloze.make_items`, at most
+    `scale.cloze_items`, at the pretraining length)."""
+    from bert_tf.studies import cloze
+    from bert_tf.tokenization import FullTokenizer
+
+    tokenizer = FullTokenizer(data["vocab_file"], do_lower_case=scale.do_lower_case)
+    with open(data["held_out_corpus"], encoding="utf-8") as f:
+        lines = [line for line in f if line.strip()]
+    return cloze.make_items(lines, tokenizer.tokenize, scale.max_seq_length - 2,
+                            max_items=scale.cloze_items, seed=seed), tokenizer.vocab
+
+
+def cloze_probe(cell_dir: str, variant: Variant, scale: Scale, data: dict, pretraining: dict,
+                seed: int) -> dict:
+    """The cloze probe of a pretraining cell (`bert_tf.studies.cloze`): BERT by its masked-LM
+    logits at the [MASK], the left-to-right model by sentence likelihood; no fine-tuning."""
+    from bert_tf.studies import cloze
+
+    items, vocab = cloze_items(scale, data, seed)
+    if not items:
+        raise ValueError(f"{data['held_out_corpus']}: no cloze item (lines of at least "
+                         f"{2 * cloze.MIN_CONTEXT + 1} WordPieces with a whole-word target)")
+    if variant.model == "gpt":
+        from bert_tf.checkpoints.openai import load_original_params
+        from bert_tf.gpt.model import GptModel
+
+        model = GptModel(gpt_config(scale, data["vocab_size"]), classifier=False, name="gpt")
+        model({"token_ids": np.zeros((1, 4), np.int32)})
+        load_original_params(model, pretraining["params"], n_transfer=scale.num_layers,
+                             seed=seed)
+        choices = cloze.score_ltr(model, vocab, items, scale.max_seq_length)
+    else:
+        from bert_tf.modeling import BertPretrainer
+        from bert_tf.training.finetuning import init_model
+
+        model = BertPretrainer(bert_config(scale, data["vocab_size"]))
+        init_model(model, pretraining["checkpoint"])
+        choices = cloze.score_bert(model, vocab, items, scale.max_seq_length)
+    return cloze.result(items, choices)

@@ -240,6 +240,8 @@ class Study:
         checkpoints on the tasks (GPT-1 Figure 2, right).
       ner_columns: columns scoring every variant on the scale's NER task too, fine-tuned or
         feature-based (`NerColumn`; BERT Table 8).
+      cloze: a "cloze" column: the cloze probe of every pretrained variant's pretraining
+        (`bert_tf.studies.cloze`; at scales with `Scale.cloze_items`), no fine-tuning.
     """
 
     name: str
@@ -255,6 +257,7 @@ class Study:
     pretraining_paper_column: str | None = None
     zero_shot: bool = False
     ner_columns: tuple[NerColumn, ...] = ()
+    cloze: bool = False
 
     def tasks(self, scale: "Scale") -> tuple[str, ...]:
         """The fine-tuning tasks of this study's task set at `scale` (not its NER columns)."""
@@ -308,7 +311,8 @@ BERT_TABLE5 = Study(
         Variant("ltr_bilstm", "+ BiLSTM", model="gpt", head="bilstm", lm_coef=0.0,
                 paper=dict(zip(_T5, (82.1, 84.1, 75.7, 91.6, 84.9)))),
         Variant("no_pretraining", "No pre-training (BERT, random init)", pretrained=False),
-    ))
+    ),
+    cloze=True)
 
 _T8 = ("MNLI fine-tune", "NER fine-tune", "NER feature-based")
 BERT_TABLE8 = Study(
@@ -486,6 +490,8 @@ class Scale:
         the trim that fits a scale's CPU budget, said in the tables.
       study_tasks: study name -> the tasks of `tasks` it fine-tunes on at this scale (studies
         not listed: all of them; NER columns and the comparison task are not affected).
+      cloze_items: items of the cloze probe (`bert_tf.studies.cloze`) scored on every
+        pretraining of a study with `Study.cloze` (0: no probe at this scale).
     """
 
     name: str
@@ -518,6 +524,7 @@ class Scale:
     pretraining_gate: PretrainingGate | None = None
     study_variants: dict = dataclasses.field(default_factory=dict)
     study_tasks: dict = dataclasses.field(default_factory=dict)
+    cloze_items: int = 0
 
     def seq_for(self, task: str) -> int:
         """The fine-tuning length of `task` (at most the pretraining length)."""
@@ -586,7 +593,8 @@ SCALES: dict[str, Scale] = {
                        "bert_vs_gpt_epochs": ("bert", "gpt")},
                    study_tasks={"bert_pretraining_tasks": ("SST-2", "SQuAD"),
                                 "gpt_ablations": ("SST-2",), "gpt_transfer_layers": ("SST-2",),
-                                "bert_model_size": ("SST-2",), "bert_masking": ()}),
+                                "bert_model_size": ("SST-2",), "bert_masking": ()},
+                   cloze_items=2000),
     "base": Scale("base", corpus="pretrain/imdb_unsup_corpus.txt.gz",
                   tasks=("SST-2", "MRPC", "RTE", "CoLA", "STS-B", "SQuAD"), vocab_size=30522,
                   num_layers=12, hidden_size=768, num_heads=12, max_seq_length=512,
@@ -601,7 +609,7 @@ SCALES: dict[str, Scale] = {
                   finetuning_seeds=(1, 2, 3), pretraining_seeds=2,
                   task_max_seq_length={"SST-2": 128, "conll2003": 128, "IMDb": 512,
                                        "SQuAD": 384},
-                  head_tail_tasks=("IMDb",),
+                  head_tail_tasks=("IMDb",), cloze_items=2000,
                   # The same plateau test as small's (a test of leaving the unigram plateau,
                   # not a quality bar); not yet checked against a base-size run.
                   pretraining_gate=PretrainingGate(bert_perplexity=200.0,
@@ -641,6 +649,8 @@ CLAIMS: tuple[Claim, ...] = (
           primary=True, text="MLM > LTR on SQuAD (paper 87.9 vs 77.8 F1)"),
     Claim("t5_bilstm_over_ltr_squad", BERT_TABLE5.name, "SQuAD", "ltr_bilstm", "ltr_no_nsp",
           7.1, primary=True, text="LTR + BiLSTM > LTR on SQuAD (paper 84.9 vs 77.8 F1)"),
+    Claim("t5_mlm_over_ltr_cloze", BERT_TABLE5.name, "cloze", "no_nsp", "ltr_no_nsp", None,
+          text="MLM > LTR on the cloze probe (right context; no paper number)"),
     _null("t5_nsp_sst2", BERT_TABLE5, "SST-2", "mlm_nsp", "no_nsp", "SST-2",
           "NSP's effect on SST-2 (paper +0.1)"),
     _null("t5_nsp_squad", BERT_TABLE5, "SQuAD", "mlm_nsp", "no_nsp", "SQuAD",

@@ -36,6 +36,7 @@ OVERHEAD_S = {"pretraining": 30.0, "finetuning": 10.0, "baseline": 20.0, "zero_s
 GPT_FACTOR = {"default": 1.7, "aux_lm": 4.0, "bilstm": 2.2}
 FEATURE_BASED_FACTOR = 2.3
 SQUAD_EFFICIENCY = 0.4
+CLOZE_CANDIDATES = 5
 TASK_TRAIN = {"SST-2": 67349, "CoLA": 8551, "MRPC": 3668, "RTE": 2490, "STS-B": 5749,
               "IMDb": 22500, "SQuAD": 7750, "conll2003": 14041, "topic": 459}
 """Training examples of each task (SQuAD: the questions of the dev-article split's training
@@ -107,6 +108,17 @@ def estimate_grid(studies, scale, seeds: list[int], pretraining_seeds: list[int]
                 for s in seeds:
                     add("finetuning", f"{run.finetuning_cell(scale)}/p{p}/{e.task}/s{s}",
                         seconds)
+        if study.cloze and scale.cloze_items:  # forward passes only: ~1/3 of a step's cost
+            add("baseline", "cloze", OVERHEAD_S["baseline"])
+            for v in study.variants:
+                if v.pretraining_key:
+                    layers, hidden, _ = v.model_size(scale)
+                    k = CLOZE_CANDIDATES if v.model == "gpt" else 1
+                    tokens = scale.cloze_items * k * scale.max_seq_length
+                    for p in pretraining_seeds:
+                        add("cloze", f"{v.pretraining_cell(scale)}/p{p}",
+                            OVERHEAD_S["zero_shot"] + RATE["bert_finetuning"] / 3 * tokens
+                            * _size(layers, hidden, scale.max_seq_length))
         if study.zero_shot:
             add("zero_shot", study.name, OVERHEAD_S["zero_shot"])
     return list(cells.values())

@@ -209,6 +209,7 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
     ft_cells: dict[str, tuple] = {}
     zs_cells: dict[str, tuple] = {}
     base_cells: dict[str, str] = {}
+    cloze_cells: dict[str, tuple] = {}
 
     def pre_key(v, pseed: int) -> str:
         return v.pretraining_cell(scale) + _pseed_suffix(pseed, options)
@@ -231,13 +232,21 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
             for p in variant_pseeds(e.run):
                 for seed in seeds:
                     ft_cells.setdefault(ft_key(e.run, e.task, p, seed), (e.run, e.task, p, seed))
+        if study.cloze and scale.cloze_items:
+            base_cells.setdefault(f"cloze/items{scale.cloze_items}", "cloze")
+            for v in study.variants:
+                if v.pretraining_key:
+                    for p in pseeds:
+                        cloze_cells.setdefault(f"{pre_key(v, p)}/cloze{scale.cloze_items}",
+                                               (v, p))
         if study.zero_shot:
             gpt = [v for v in study.variants if v.model == "gpt" and v.pretraining_key]
             for v in gpt[:1]:
                 for task in study.tasks(scale):
                     if task in study_data.ZERO_SHOT:
                         zs_cells.setdefault(f"{v.pretraining_cell(scale)}/{task}", (v, task))
-    total = 1 + len(pre_cells) + len(base_cells) + len(ft_cells) + len(zs_cells)
+    total = 1 + len(pre_cells) + len(base_cells) + len(ft_cells) + len(zs_cells) + \
+        len(cloze_cells)
     ran, skipped = [], []
     bar = tqdm(total=total, desc=f"study cells ({scale.name})", unit="cell")
     from absl import logging as absl_logging
@@ -305,7 +314,8 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
         base_results = {}
         for key, task_name in base_cells.items():
             base_results[task_name], _ = cell("baseline", key, lambda d, t=task_name: (
-                _baselines(t, task_data(t), scale, data)))
+                _baselines(t, None if t == "cloze" else task_data(t), scale, data,
+                           options.seed)))
         ft_results = {}
         for key, (v, task_name, pseed, seed) in ft_cells.items():
             pre = pre_results.get(pre_key(v, pseed)) if v.pretraining_key else None
@@ -316,6 +326,11 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
                                                                  data, t, s, p))
             _check_gpt_transformation(ft_results[key], v, task_data(task_name),
                                       store.path("finetuning", f"{budget}/{key}"))
+        cloze_results = {}
+        for key, (v, pseed) in cloze_cells.items():
+            cloze_results[key], _ = cell("cloze", key, lambda d, v=v, p=pseed: (
+                cell_runs.cloze_probe(d, v, v.sized_scale(scale), data,
+                                      pre_results[pre_key(v, p)], options.seed)))
         zs_results = {}
         for key, (v, task_name) in zs_cells.items():
             prompt, words = study_data.ZERO_SHOT[task_name]
@@ -388,6 +403,23 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
                             rows.append({**base, "kind": "epoch", "metric": r["metric"],
                                          "value": p["value"], "steps": p["step"],
                                          "epoch": p["epoch"]})
+        for key, (v, pseed) in cloze_cells.items():
+            if not study.cloze or not any(x is v for x in study.variants):
+                continue
+            r, baseline = cloze_results[key], base_results["cloze"]
+            pre_gate = pre_gates[pre_key(v, pseed)]["gate_passed"]
+            row = {"study": study.name, "variant": v.name, "task": "cloze", "column": "cloze",
+                   "kind": "finetuning", "model": "L{}/H{}/A{}".format(*v.model_size(scale)),
+                   "metric": r["metric"], "value": r["value"], "seed": 0,
+                   "pretraining_seed": pseed, "steps": 0, "wall_s": r["wall_s"],
+                   "command": r.get("command", command), "cell": f"cloze/{budget}/{key}",
+                   "baseline": baseline["value"], "baseline_name": baseline["gate"],
+                   "pretraining_gate_passed": pre_gate,
+                   "gate_passed": pre_gate and gates.task_gate(r["value"], baseline["value"])}
+            cell_pe = statistics.PerExample.from_json(r["per_example"])
+            row.update(statistics.cell_interval(cell_pe))
+            per_example[id(row)] = cell_pe
+            rows.append(row)
         for key, (v, task) in zs_cells.items():
             if not any(x is v for x in study.variants):
                 continue
@@ -417,13 +449,19 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
             "results_md": paths["md"], "plots": plots}
 
 
-def _baselines(task_name: str, task, scale, data: dict) -> dict:
+def _baselines(task_name: str, task, scale, data: dict, seed: int = 12345) -> dict:
     """The baseline cell of a task: `baselines.task_baselines` on the split the cells use
     (the models' tokenizer and length, the head + tail cut where the scale makes it)."""
     from bert_tf.studies import baselines
     from bert_tf.studies.data import head_tail_task, task_metric
     from bert_tf.tokenization import FullTokenizer
 
+    if task_name == "cloze":
+        from bert_tf.studies import cloze
+        from bert_tf.studies.cell_runs import cloze_items
+
+        return {"task": "cloze", "metric": "accuracy",
+                **cloze.baselines(cloze_items(scale, data, seed)[0])}
     tokenizer = FullTokenizer(data["vocab_file"], do_lower_case=scale.do_lower_case)
     seq = scale.seq_for(task_name)
     if task_name in scale.head_tail_tasks:

@@ -143,5 +143,5 @@ def test_estimate_of_the_small_grid_fits_its_budget():
     total = sum(c.seconds for c in got["estimate"]) / 3600
     assert 8.0 < total < 10.5 and "total: " in said[0]
     kinds = {c.kind for c in got["estimate"]}
-    assert kinds == {"data", "pretraining", "baseline", "finetuning", "zero_shot"}
+    assert kinds == {"data", "pretraining", "baseline", "finetuning", "cloze", "zero_shot"}
     assert sum(c.kind == "pretraining" for c in got["estimate"]) == 14  # 7 runs x 2 seeds
