@@ -74,17 +74,26 @@ def google_folder(tmp_path_factory) -> pathlib.Path:
     return write_google_folder(tmp_path_factory.mktemp("tiny_google"), tiny_vocab(TEXTS))
 
 
+@pytest.fixture(scope="module")
+def vocab_folder(tmp_path_factory) -> pathlib.Path:
+    """A folder with only the tiny vocab.txt (the preprocessor tests need no weights)."""
+    folder = tmp_path_factory.mktemp("tiny_vocab")
+    (folder / "vocab.txt").write_text("".join(t + "\n" for t in tiny_vocab(TEXTS)),
+                                      encoding="utf-8")
+    return folder
+
+
 # ---- the preprocessor --------------------------------------------------------------------
 
-def test_preprocessor_ids_equal_the_original_packing(google_folder):
+def test_preprocessor_ids_equal_the_original_packing(vocab_folder):
     import tensorflow as tf
 
     from bert_tf.tasks.text_models import BertTextPreprocessor
     from bert_tf.tokenization import FullTokenizer
     from bert_tf.tokenization.packing import pack_tokens
 
-    tok = FullTokenizer(str(google_folder / "vocab.txt"), do_lower_case=True)
-    vocab = (google_folder / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    tok = FullTokenizer(str(vocab_folder / "vocab.txt"), do_lower_case=True)
+    vocab = (vocab_folder / "vocab.txt").read_text(encoding="utf-8").splitlines()
     pre = BertTextPreprocessor(vocab, sequence_length=12)
     texts = TEXTS + ["UNSEEN Wörds, and a very long one " * 5, ""]
     single = pre(tf.constant(texts))
@@ -99,16 +108,16 @@ def test_preprocessor_ids_equal_the_original_packing(google_folder):
         assert pairs["input_type_ids"][i].numpy().tolist() == want.segment_ids
 
 
-def test_preprocessor_config_holds_the_vocab_not_a_path(google_folder):
+def test_preprocessor_config_holds_the_vocab_not_a_path(vocab_folder):
     import keras
 
     from bert_tf.errors import UserInputError
     from bert_tf.tasks.text_models import BertTextPreprocessor
 
-    vocab = (google_folder / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    vocab = (vocab_folder / "vocab.txt").read_text(encoding="utf-8").splitlines()
     pre = BertTextPreprocessor(vocab, sequence_length=16, do_lower_case=False)
     config = pre.get_config()
-    assert config["vocabulary"] == vocab and str(google_folder) not in json.dumps(config)
+    assert config["vocabulary"] == vocab and str(vocab_folder) not in json.dumps(config)
     again = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(pre))
     assert again.vocabulary == vocab and again.sequence_length == 16 and not again.do_lower_case
     with pytest.raises(UserInputError, match=r"lacks \[CLS\]"):
@@ -252,7 +261,8 @@ import bert_tf
 import keras
 model = keras.models.load_model(sys.argv[1])
 texts = json.loads(open(sys.argv[2]).read())
-np.save(sys.argv[3], model.predict(texts))
+out = model.predict(texts)
+np.save(sys.argv[3], np.concatenate(out) if isinstance(out, list) else out)
 print(type(model).__name__)
 """
 
@@ -316,3 +326,87 @@ def test_classifier_round_trip_on_sst2(shared_data, tmp_path, harness):
     pairs = clf.predict((texts[:8], texts[8:16]))
     served = serve_tf(export, "serving_pair", text_a=texts[:8], text_b=texts[8:16])
     np.testing.assert_allclose(served["probabilities"], pairs, atol=ATOL, rtol=0)
+
+
+@pytest.mark.long
+def test_embedder_round_trip_on_sst2(shared_data, tmp_path, harness):
+    import keras
+
+    import bert_tf
+    from bert_tf.export import loader_harness as lh
+
+    texts, _ = read_sst2(shared_data, 16)
+    folder = write_google_folder(tmp_path / "google", tiny_vocab(texts))
+    keras.utils.set_random_seed(4)
+    emb = bert_tf.BertTextEmbedder.from_pretrained(str(folder), sequence_length=SEQ,
+                                                   pooling="mean")
+    vectors = emb.predict(texts)
+    assert vectors.shape == (16, TINY["hidden_size"])
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, rtol=1e-5)
+    sims = emb.similarity(texts[:2], texts)
+    assert sims.shape == (2, 16)
+    np.testing.assert_allclose(np.diag(sims[:, :2]), 1.0, rtol=1e-5)
+    path = tmp_path / "emb.keras"
+    emb.save(path)
+    np.testing.assert_array_equal(fresh_predict(path, texts, tmp_path), vectors)
+    export = emb.export(tmp_path / "serving")
+    served = serve_tf(export, "serving_default", text=texts)
+    np.testing.assert_allclose(served["embeddings"], vectors, atol=ATOL, rtol=0)
+    responses, proc = lh.run_signature(harness, export, [{"text": np.array(texts, object)}])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    np.testing.assert_allclose(responses[0]["embeddings"], vectors, atol=ATOL, rtol=0)
+
+
+def read_conll(shared_data: pathlib.Path, n: int = 32) -> tuple[list[list[str]], list[list[str]]]:
+    """The first `n` sentences of CoNLL-2003's eng.train (`token POS chunk NER` lines)."""
+    words, tags, sent_w, sent_t = [], [], [], []
+    for line in (shared_data / "conll2003" / "eng.train").read_text(encoding="utf-8").splitlines():
+        parts = line.split()
+        if not parts or parts[0] == "-DOCSTART-":
+            if sent_w:
+                words.append(sent_w)
+                tags.append(sent_t)
+                sent_w, sent_t = [], []
+                if len(words) == n:
+                    break
+            continue
+        sent_w.append(parts[0])
+        sent_t.append(parts[-1])
+    return words, tags
+
+
+@pytest.mark.long
+def test_token_classifier_round_trip_on_conll(shared_data, tmp_path, harness):
+    import keras
+
+    import bert_tf
+    from bert_tf.export import loader_harness as lh
+    from bert_tf.tasks.text_models.text_task import softmax
+
+    words, tags = read_conll(shared_data, 32)
+    labels = sorted({t for row in tags for t in row})
+    folder = write_google_folder(tmp_path / "google", tiny_vocab([" ".join(w) for w in words]))
+    keras.utils.set_random_seed(5)
+    tagger = bert_tf.BertTextTokenClassifier.from_pretrained(
+        str(folder), label_names=labels, sequence_length=SEQ)
+    tagger.fit(words, tags, batch_size=8, epochs=1, verbose=0)
+    probs = tagger.predict(words)
+    assert len(probs) == 32 and probs[0].shape[1] == len(labels)
+    kept = [len(p) for p in probs]
+    assert all(k <= len(w) for k, w in zip(kept, words)) and kept[0] == len(words[0])
+    predicted = tagger.predict_labels(words[:2])
+    assert all(t in labels for t in predicted[0]) and len(predicted[0]) == len(words[0])
+    path = tmp_path / "ner.keras"
+    tagger.save(path)
+    np.testing.assert_array_equal(fresh_predict(path, words, tmp_path), np.concatenate(probs))
+
+    texts = [" ".join(w) for w in words[:8]]
+    python = softmax(tagger.predict_raw(words[:8]))
+    export = tagger.export(tmp_path / "serving")
+    served = serve_tf(export, "serving_default", text=texts)
+    ids = tagger.text_dataset(words[:8]).map(lambda x: x["input_word_ids"]).unbatch()
+    np.testing.assert_array_equal(served["input_word_ids"], np.stack(list(ids.as_numpy_iterator())))
+    np.testing.assert_allclose(served["probabilities"], python, atol=ATOL, rtol=0)
+    responses, proc = lh.run_signature(harness, export, [{"text": np.array(texts, object)}])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    np.testing.assert_allclose(responses[0]["probabilities"], python, atol=ATOL, rtol=0)

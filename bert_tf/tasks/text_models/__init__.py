@@ -4,6 +4,7 @@ that carry their vocab, raw-text SavedModel exports (docs/text_models.md).
   BertTextPreprocessor  strings / pairs -> packed ids (a serializable Keras layer, vocab inside)
   BertTextClassifier    texts or pairs -> class probabilities (or regression values)
   BertTextEmbedder      texts -> L2-normalised sentence vectors ([CLS] or mean pooling)
+  BertTextTokenClassifier  words -> one label per word (NER; BERT's first-piece recipe)
 
 Names are imported on first use (this package's import does not import TensorFlow).
 """
@@ -15,6 +16,7 @@ _LAZY = {
     "BertTextPreprocessor": "bert_tf.tasks.text_models.preprocessors",
     "BertTextClassifier": "bert_tf.tasks.text_models.text_classifier",
     "BertTextEmbedder": "bert_tf.tasks.text_models.text_embedder",
+    "BertTextTokenClassifier": "bert_tf.tasks.text_models.token_classifier",
 }
 __all__ = list(_LAZY)
 

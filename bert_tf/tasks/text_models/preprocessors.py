@@ -191,16 +191,19 @@ class BertTextPreprocessor(keras.layers.Layer):
         return self.packer.pack(self.tokenize(text_a), pieces_b)
 
     def pack(self, inputs) -> dict[str, tf.Tensor]:
-        """`call` as one `tf.function`, traced once per input form and reused (by every
-        `tf.data` pipeline of the task models: tracing the tokenizer costs seconds)."""
+        """`call` as two `tf.function`s with fixed input signatures (texts [None]; pairs as
+        text_a, text_b [None] x 2), each traced once and reused by every `tf.data` pipeline
+        of the task models (tracing the tokenizer costs seconds)."""
         if self._traced is None:
-            object.__setattr__(self, "_traced", tf.function(self.call, reduce_retracing=True,
-                                                            jit_compile=False))
-        if isinstance(inputs, dict):
-            inputs = (inputs["text_a"], inputs["text_b"])
-        if isinstance(inputs, list):
-            inputs = tuple(inputs)
-        return self._traced(inputs)
+            text = tf.TensorSpec([None], tf.string)
+            object.__setattr__(self, "_traced", {
+                "single": tf.function(self.call, input_signature=[text], jit_compile=False),
+                "pair": tf.function(lambda a, b: self.call((a, b)), jit_compile=False,
+                                    input_signature=[text, text])})
+        text_a, text_b = self.split_inputs(inputs)
+        if text_b is None:
+            return self._traced["single"](text_a)
+        return self._traced["pair"](text_a, text_b)
 
     def compute_output_spec(self, inputs):
         shape = [None, self.sequence_length]

@@ -53,6 +53,7 @@ REGISTERED = {
     "bert_tf.tasks.text_models.preprocessors": ("BertTextPreprocessor",),
     "bert_tf.tasks.text_models.text_classifier": ("BertTextClassifier",),
     "bert_tf.tasks.text_models.text_embedder": ("BertTextEmbedder",),
+    "bert_tf.tasks.text_models.token_classifier": ("BertTextTokenClassifier",),
 }
 
 _installed = False
