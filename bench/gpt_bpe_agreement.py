@@ -178,7 +178,9 @@ def first_difference(text: str, python_encoder, in_graph) -> dict:
     fixed_py = python_encoder._ftfy.fix_text(text)  # pylint: disable=protected-access
     fixed_ig = in_graph.fix_text(tf.constant([text])).numpy()[0].decode("utf-8")
     if fixed_py != fixed_ig:
-        return {"stage": "ftfy", "python": fixed_py[:200], "in_graph": fixed_ig[:200]}
+        mojibake = python_encoder._ftfy.fix_encoding(text) != text  # pylint: disable=protected-access
+        return {"stage": "ftfy", "python": fixed_py[:200], "in_graph": fixed_ig[:200],
+                "category": "mojibake repair (ftfy.fix_encoding)" if mojibake else "other"}
     standardized = text_standardize(fixed_py)
     doc = python_encoder.nlp(standardized)
     chunks = [c for c in standardized.split(" ") if c]
@@ -233,7 +235,7 @@ def measure(texts: list[str], python_encoder, in_graph, batch_size: int) -> dict
                 differing.append(diff)
     categories: dict[str, int] = {}
     for d in differing:
-        key = d["stage"] if d["stage"] != "spacy" else "spacy: " + d["category"]
+        key = d["stage"] + (": " + d["category"] if "category" in d else "")
         categories[key] = categories.get(key, 0) + 1
     return {"texts": len(texts), "identical": len(usable) - len(differing),
             "differing": len(differing) + unencodable, "not_utf8": unencodable,

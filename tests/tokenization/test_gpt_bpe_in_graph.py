@@ -102,10 +102,10 @@ def _hard_chunks(texts, per_shape: int = 2) -> list[str]:
 
 @needs_data
 def test_hard_chunks_of_real_text(nlp, ops):
-    """Chunks with punctuation, two per shape (letters -> a, digits -> 0), from the first 3,000
+    """Chunks with punctuation, two per shape (letters -> a, digits -> 0), from the first 2,000
     IMDb train reviews, RTE dev and the SQuAD v1.1 dev questions: the ops give spaCy's tokens."""
     bench = _bench()
-    texts = itertools.chain(itertools.islice(bench.iter_imdb(), 3000),
+    texts = itertools.chain(itertools.islice(bench.iter_imdb(), 2000),
                             (t for row in list(bench._tsv_rows(DATA / "glue/RTE/dev.tsv"))[1:]
                              for t in row[1:3]),
                             (t for t in bench.iter_squad() if len(t) < 300))
@@ -113,7 +113,7 @@ def test_hard_chunks_of_real_text(nlp, ops):
     got = _ops_tokens(ops, chunks)
     bad = [(c, g, [t.text for t in nlp.tokenizer(c)]) for c, g in zip(chunks, got)
            if g != [t.text for t in nlp.tokenizer(c)]]
-    assert len(chunks) > 500
+    assert len(chunks) > 300
     assert not bad, f"{len(bad)}/{len(chunks)} chunks differ, e.g. {bad[:8]}"
 
 
@@ -132,7 +132,7 @@ ISSUE_PATTERNS = {
 @needs_data
 @needs_bpe
 def test_issue_32_reviews_end_to_end():
-    """Up to 3 reviews per pattern among the first 3,000 IMDb train reviews (texts ftfy leaves
+    """The first 3 IMDb train reviews of each pattern (among texts ftfy leaves
     unchanged, so the encoder is built without its ftfy tables to stay fast): same ids."""
     import tensorflow as tf
     from bert_tf.tokenization.gpt_bpe_in_graph import InGraphBpeEncoder
@@ -141,11 +141,13 @@ def test_issue_32_reviews_end_to_end():
     encoder_path, bpe_path = BPE_DIR / "encoder_bpe_40000.json", BPE_DIR / "vocab_40000.bpe"
     python_encoder = TextEncoder(encoder_path, bpe_path)
     picked: dict[str, list[str]] = {name: [] for name in ISSUE_PATTERNS}
-    for review in itertools.islice(bench.iter_imdb(), 3000):
+    for review in bench.iter_imdb():
         for name, pattern in ISSUE_PATTERNS.items():
             if len(picked[name]) < 3 and re.search(pattern, review) \
                     and ftfy.fix_text(review) == review:
                 picked[name].append(review)
+        if all(len(group) == 3 for group in picked.values()):
+            break
     texts = [t for group in picked.values() for t in group]
     assert all(picked.values()), {k: len(v) for k, v in picked.items()}
     in_graph = InGraphBpeEncoder(encoder_path, bpe_path, char_map={}, html_entities={})
