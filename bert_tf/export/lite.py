@@ -50,6 +50,14 @@ def convert_concrete_function(function, trackable, quantize: str | None = None) 
     if quantize not in LITE_QUANTIZE:
         raise LiteExportError(f"--quantize must be one of float16, int8 (or unset) for "
                               f"--export_format=tflite, got {quantize!r}")
+    # The converter reads variables through `trackable`; one it does not track would be
+    # converted without its value (a small file computing wrong outputs), so refuse that.
+    tracked = {id(v) for v in getattr(trackable, "variables", ())}
+    untracked = [v.name for v in function.variables if id(v) not in tracked]
+    if untracked:
+        raise LiteExportError(f"{len(untracked)} variable(s) of the function are not tracked by "
+                              f"the object given with it (e.g. {untracked[0]}); pass the module "
+                              "that holds them as tf.Variables")
     converter = tf.lite.TFLiteConverter.from_concrete_functions([function], trackable)
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
     if quantize is not None:

@@ -102,3 +102,16 @@ def test_bad_format_flags_are_one_line(fixture_model, tmp_path, changes, message
     with pytest.raises(ExportError) as e:
         validate_options(ExportOptions(**fields))
     assert str(e.value).startswith(message) and "\n" not in str(e.value)
+
+
+def test_variables_the_module_does_not_track_are_refused():
+    from bert_tf.modeling import BertClassifier, BertConfig
+
+    model = BertClassifier(BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
+                                      num_attention_heads=2, intermediate_size=16), num_labels=2)
+    model.build_from_config_shapes()
+    spec = {k: tf.TensorSpec([None, 8], tf.int32, name=k)
+            for k in ("input_word_ids", "input_mask", "input_type_ids")}
+    fn = tf.function(lambda b: model(b)["logits"], input_signature=[spec])
+    with pytest.raises(LiteExportError, match="not tracked by the object given with it"):
+        convert_concrete_function(fn.get_concrete_function(), tf.Module())
