@@ -16,6 +16,7 @@ from bert_tf.studies import data as study_data
 from bert_tf.studies import cell_runs
 from bert_tf.studies.declarations import SCALES, BERT_TABLE5, GPT_TABLE5, StudyError
 from bert_tf.studies.run import StudyRunOptions, run_study
+from bert_tf.studies.statistics import PerExample
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DATA = os.path.join(os.path.dirname(ROOT), "shared", "data")
@@ -223,6 +224,9 @@ def test_glue_tasks_fine_tune_both_models(tiny_setup, task_name):
         assert math.isfinite(r["value"]) and -100.0 <= r["value"] <= 100.0
         assert r["steps"] == 5 and r["held_out_examples"] == 200
         assert r["metrics"][r["metric"]] == r["value"]
+        # The per-example scores the paired bootstrap resamples give the cell's own score.
+        assert PerExample.from_json(r["per_example"]).metric() == pytest.approx(r["value"],
+                                                                                abs=0.01)
         if task.regression:
             assert set(r["metrics"]) == {"pearson", "spearmanr", "corr"}
         if name.startswith("ltr"):
@@ -258,3 +262,6 @@ def test_squad_split_fine_tunes_bert_and_the_left_to_right_model(tiny_setup):
         assert r["train_windows"] > r["train_examples"] == 160
         assert (r["doc_stride"], r["max_query_length"]) == (32, 24)
         assert 0 <= r["metrics"]["exact_match"] <= r["value"]
+        per_question = PerExample.from_json(r["per_example"])
+        assert per_question.size == len(task.held_out)
+        assert per_question.metric() == pytest.approx(r["value"], abs=0.01)
