@@ -473,7 +473,8 @@ def _baselines(task_name: str, task, scale, data: dict, seed: int = 12345) -> di
 def claim_rows(study: Study, study_rows: list[dict], per_example: dict) -> list[dict]:
     """The verdict of every declared claim of `study` (`declarations.CLAIMS`) on its rows, as
     rows of kind "claim" (`statistics.judge_claims`: paired bootstrap, Holm within the study,
-    the fixed rule). Claims on columns this run has no cells of are left out; cells without
+    the fixed rule). Claims on columns or variants this run has no cells of (a scale's trim,
+    --variants, --tasks) are left out; cells without
     per-example scores (written before they were stored) leave their claim inconclusive."""
     from bert_tf.studies import statistics
     from bert_tf.studies.declarations import CLAIMS
@@ -481,7 +482,9 @@ def claim_rows(study: Study, study_rows: list[dict], per_example: dict) -> list[
 
     scored = [r for r in study_rows if r.get("kind") == "finetuning"]
     columns = {column_of(r) for r in scored}
-    claims = [c for c in CLAIMS if c.study == study.name and c.column in columns]
+    names = {v.name for v in study.variants}  # the variants run at this scale
+    claims = [c for c in CLAIMS if c.study == study.name and c.column in columns
+              and c.better in names and c.worse in names]
     cells: dict = {}
     passed: dict = {}
     missing: set = set()
