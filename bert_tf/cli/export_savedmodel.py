@@ -1,6 +1,6 @@
 """`bert-tf-export-savedmodel` / tools/export_savedmodel.py: export BERT or GPT-1 as a
 SavedModel (--model_type: BERT's encoder, preprocessor, classifier, squad, ner, multiple_choice;
-GPT-1's gpt_lm, gpt_classifier).
+GPT-1's gpt_lm, gpt_classifier, gpt_causal_lm).
 
 Flags: the fields of `bert_tf.export.exporter.ExportOptions` (see docs/serving.md).
 """

@@ -16,7 +16,7 @@ from typing import Sequence
 from bert_tf.export.savedmodel_io import ExportError, check_target_dir, check_version
 
 BERT_MODEL_TYPES = ("encoder", "preprocessor", "classifier", "squad", "ner", "multiple_choice")
-GPT_MODEL_TYPES = ("gpt_lm", "gpt_classifier")
+GPT_MODEL_TYPES = ("gpt_lm", "gpt_classifier", "gpt_causal_lm")
 MODEL_TYPES = BERT_MODEL_TYPES + GPT_MODEL_TYPES
 """The values of --model_type."""
 
@@ -40,15 +40,17 @@ class ExportOptions:
         (`bert_tf.export.quantize`), tflite: the converter's dynamic-range int8; float16:
         tflite only (float16 weights).
       model_type: one of MODEL_TYPES: BERT's encoder, preprocessor, classifier, squad, ner,
-        multiple_choice; GPT-1's gpt_lm (the pretrained LM) and gpt_classifier (a fine-tuned
-        GptClassifier).
+        multiple_choice; GPT-1's gpt_lm (the pretrained LM's forward pass), gpt_classifier (a
+        fine-tuned GptClassifier) and gpt_causal_lm (the LM's generate / score signatures,
+        `bert_tf.export.gpt_lm`).
       export_dir: model base path; the export goes to <export_dir>/<version>/.
       version: positive integer.
       bert_config_file: bert_config.json (BERT types except the preprocessor).
       init_checkpoint: BERT: original-format checkpoint (encoder: pretrained; task models: the
         fine-tuned checkpoint including the head). gpt_lm: an OpenAI-layout params folder
         (params_shapes.json + params_0..9.npy) or a run_gpt_pretraining.py --output_dir (its
-        original_params/). gpt_classifier: the fine-tuned checkpoint (model.ckpt-N in
+        original_params/); gpt_causal_lm: the same (its special_rows.npy, when present, gives
+        the special-token rows). gpt_classifier: the fine-tuned checkpoint (model.ckpt-N in
         run_gpt_classifier.py's --output_dir, or that folder); with --allow_untrained_head also a
         params folder or pretraining --output_dir (the head untrained).
       vocab_file: WordPiece vocab (preprocessor and task models; gpt_classifier: a WordPiece
@@ -71,9 +73,9 @@ class ExportOptions:
       gpt_task: gpt_classifier: the input transformation of the fine-tuning run: classification,
         entailment, similarity or multiple_choice (run_gpt_classifier.py's task kind, e.g.
         similarity for MRPC / QQP / STS-B).
-      encoder_path, bpe_path: gpt_classifier: the original BPE files (encoder_bpe_40000.json,
+      encoder_path, bpe_path: gpt_classifier, gpt_causal_lm: the original BPE files (encoder_bpe_40000.json,
         vocab_40000.bpe) of a BPE model; add the raw-text signature (in-graph BPE).
-      bpe_corpus_file: gpt_classifier with --encoder_path: a UTF-8 text file, one text per line,
+      bpe_corpus_file: gpt_classifier / gpt_causal_lm with --encoder_path: a UTF-8 text file, one text per line,
         like the texts the model will serve (their chunks the in-graph BPE's rules get wrong go
         into its chunk table; needs ftfy and spaCy, the [gpt] extra).
       max_text_length: gpt_classifier: cut every text of the raw-text signature to its first N
@@ -213,10 +215,17 @@ def _validate_gpt(opts: ExportOptions) -> None:
         raise ExportError(f"--bert_config_file does not apply to --model_type={t} (a BERT "
                           "config); give the GPT config as --gpt_config_file")
     config = _gpt_config(opts)
-    if t == "gpt_lm":
-        _refuse(opts, ("gpt_task", "vocab_file", "encoder_path", "bpe_path", "bpe_corpus_file",
-                       "label_list", "num_labels", "max_text_length", "allow_untrained_head"),
-                "the LM has no task head and takes token ids")
+    if t in ("gpt_lm", "gpt_causal_lm"):
+        if t == "gpt_lm":
+            _refuse(opts, ("gpt_task", "vocab_file", "encoder_path", "bpe_path",
+                           "bpe_corpus_file", "label_list", "num_labels", "max_text_length",
+                           "allow_untrained_head"),
+                    "the LM has no task head and takes token ids")
+        else:
+            _refuse(opts, ("gpt_task", "vocab_file", "label_list", "num_labels",
+                           "max_text_length", "allow_untrained_head"),
+                    "the LM generates and scores; its text encoder is --encoder_path/--bpe_path")
+            _check_bpe_flags(opts)
         path = _require(opts.init_checkpoint, "init_checkpoint", t)
         if gpt_params_folder(path) is None:
             raise ExportError(f"--init_checkpoint={path}: neither an OpenAI-layout GPT-1 params "
@@ -238,18 +247,7 @@ def _validate_gpt(opts: ExportOptions) -> None:
     if opts.vocab_file and (opts.encoder_path or opts.bpe_path):
         raise ExportError("--vocab_file (WordPiece) and --encoder_path/--bpe_path (BPE) are two "
                           "text encoders; give one")
-    if bool(opts.encoder_path) != bool(opts.bpe_path):
-        raise ExportError("--encoder_path and --bpe_path go together (the original BPE's "
-                          "encoder_bpe_40000.json and vocab_40000.bpe)")
-    if opts.bpe_corpus_file and not opts.encoder_path:
-        raise ExportError("--bpe_corpus_file goes with --encoder_path/--bpe_path (it builds the "
-                          "in-graph BPE's chunk table)")
-    for flag, what in (("vocab_file", "a WordPiece vocab.txt"),
-                       ("encoder_path", "the original encoder_bpe_40000.json"),
-                       ("bpe_path", "the original vocab_40000.bpe"),
-                       ("bpe_corpus_file", "a text file, one text per line")):
-        if getattr(opts, flag):
-            _require_file(getattr(opts, flag), flag, what)
+    _check_bpe_flags(opts)
     if not 3 <= opts.seq_length <= config.n_ctx:
         raise ExportError(f"--seq_length must be in [3, n_ctx={config.n_ctx}] "
                           f"({opts.gpt_config_file}), got {opts.seq_length}")
@@ -265,6 +263,21 @@ def _validate_gpt(opts: ExportOptions) -> None:
     elif not opts.allow_untrained_head:
         raise ExportError(f"--init_checkpoint (the fine-tuned checkpoint) is required for "
                           f"--model_type={t}")
+
+
+def _check_bpe_flags(opts: ExportOptions) -> None:
+    if bool(opts.encoder_path) != bool(opts.bpe_path):
+        raise ExportError("--encoder_path and --bpe_path go together (the original BPE's "
+                          "encoder_bpe_40000.json and vocab_40000.bpe)")
+    if opts.bpe_corpus_file and not opts.encoder_path:
+        raise ExportError("--bpe_corpus_file goes with --encoder_path/--bpe_path (it builds the "
+                          "in-graph BPE's chunk table)")
+    for flag, what in (("vocab_file", "a WordPiece vocab.txt"),
+                       ("encoder_path", "the original encoder_bpe_40000.json"),
+                       ("bpe_path", "the original vocab_40000.bpe"),
+                       ("bpe_corpus_file", "a text file, one text per line")):
+        if getattr(opts, flag):
+            _require_file(getattr(opts, flag), flag, what)
 
 
 LITE_MODEL_TYPES = ("classifier", "squad", "ner", "multiple_choice")
@@ -333,7 +346,8 @@ def _load_fine_tuned(load, opts: ExportOptions, run: str, body_prefix: str):
 
 
 def _gpt_model(opts: ExportOptions):
-    """The GPT-1 model of a gpt_lm / gpt_classifier export, its weights loaded."""
+    """The GPT-1 model of a gpt_lm / gpt_classifier / gpt_causal_lm export, its weights
+    loaded."""
     from bert_tf.checkpoints.openai import load_original_params
     from bert_tf.gpt.model import GptModel
     from bert_tf.gpt.task_model import GptClassifier
@@ -341,11 +355,13 @@ def _gpt_model(opts: ExportOptions):
 
     config = _gpt_config(opts)
     params = gpt_params_folder(opts.init_checkpoint) if opts.init_checkpoint else None
-    if opts.model_type == "gpt_lm":
+    if opts.model_type in ("gpt_lm", "gpt_causal_lm"):
         # As run_gpt_pretraining.py builds and loads it (the special-token rows, which the
         # original layout does not hold, drawn as train.py draws them).
         model = GptModel(config, classifier=False, name="gpt")
         load_original_params(model, params, n_transfer=config.n_layer)
+        if opts.model_type == "gpt_causal_lm":
+            _load_special_rows(model, params)
         return model
     regression = opts.num_labels == 1
     num_classes = (None if opts.gpt_task == "multiple_choice" or regression
@@ -368,6 +384,27 @@ def _gpt_model(opts: ExportOptions):
     return model
 
 
+def _load_special_rows(model, params: str) -> None:
+    """The trained special-token rows from `special_rows.npy` beside the params (written by
+    run_gpt_pretraining and GptCausalLM.save_pretrained), when there is one."""
+    import numpy as np
+
+    path = os.path.join(params, "special_rows.npy")
+    if not os.path.isfile(path):
+        return
+    c = model.config
+    try:
+        rows = np.load(path)
+    except (OSError, ValueError) as e:
+        raise ExportError(f"{path}: not a readable .npy array ({e})") from None
+    if rows.shape != (c.n_special, c.n_embd):
+        raise ExportError(f"{path}: shape {list(rows.shape)}; expected [{c.n_special}, "
+                          f"{c.n_embd}] (n_special, n_embd)")
+    table = np.array(model.embedding.we.numpy())
+    table[c.n_vocab:c.first_position_id] = rows
+    model.embedding.we.assign(table)
+
+
 def _gpt_export_module(opts: ExportOptions):
     from bert_tf.export.gpt import GptLmServingModule, gpt_classifier_serving_module
 
@@ -378,6 +415,11 @@ def _gpt_export_module(opts: ExportOptions):
     if opts.bpe_corpus_file:
         with open(opts.bpe_corpus_file, encoding="utf-8") as f:
             corpus = [line.rstrip("\n") for line in f if line.strip()]
+    if opts.model_type == "gpt_causal_lm":
+        from bert_tf.export.gpt_lm import gpt_causal_lm_serving_module
+
+        # (the module switches this private model's KV-cache writes to core ops for good)
+        return gpt_causal_lm_serving_module(model, opts.encoder_path, opts.bpe_path, corpus)
     return gpt_classifier_serving_module(
         model, opts.seq_length, opts.label_list, opts.vocab_file or None, opts.do_lower_case,
         opts.max_text_length or None, opts.encoder_path, opts.bpe_path, corpus)

@@ -7,7 +7,10 @@
     older servers, only the *classic* tensorflow-text ops (no FastWordpiece/FastBert ops);
   * every signature output is a dense tensor (no ragged/sparse/composite encodings) and all
     outputs of a signature start with the same (batch) dimension (REST's row format needs it);
-  * no function is XLA-compiled (`_XlaMustCompile` absent or false).
+  * no function is XLA-compiled (`_XlaMustCompile` absent or false), and no op is one of
+    tf2xla's `Xla*` ops (e.g. `XlaDynamicUpdateSlice`, what `keras.ops.slice_update` emits):
+    outside a compiled cluster their kernels compile on demand with XLA:CPU, which stock TF
+    Serving disables (`--xla_cpu_compilation_enabled` is off by default), so the request fails.
 It also names the oldest TF Serving release whose op set covers the export.
 
 Which ops are tensorflow-text's is read from the installed kernel libraries themselves
@@ -170,6 +173,9 @@ def check_serving_compatibility(export_dir: str | os.PathLike, allow_fast_text_o
                                 f"ops {sorted(CLASSIC_TEXT_OPS)} (older servers lack it)")
         elif op_def_registry.get(op) is not None:
             core.append(op)
+            if op.startswith("Xla"):
+                problems.append(f"op {op} runs only through XLA's on-demand compiler, which TF "
+                                "Serving disables by default; build the graph from core ops")
         else:
             problems.append(f"op {op} is neither a TF core op nor a tensorflow-text op")
     signatures = {}

@@ -23,6 +23,18 @@ def cached_causal_mask_scores(w: tf.Tensor, index: tf.Tensor) -> tf.Tensor:
     return w * b + MASKED_SCORE * (1.0 - b)
 
 
+def select_cache_write(cache: tf.Tensor, new: tf.Tensor, index: tf.Tensor) -> tf.Tensor:
+    """cache float [N, H, C, D] with new [N, H, T, D] written at slots index..index+T-1, by TF
+    core ops only (a pad and a select over the C slots): what a SavedModel's generation loop
+    uses, since servers without XLA cannot run `XlaDynamicUpdateSlice`."""
+    index = tf.cast(index, tf.int32)
+    slots, t = tf.shape(cache)[2], tf.shape(new)[2]
+    padded = tf.pad(new, [[0, 0], [0, 0], [index, slots - index - t], [0, 0]])
+    s = tf.range(slots)
+    inside = tf.logical_and(s >= index, s < index + t)
+    return tf.where(inside[:, tf.newaxis], padded, cache)
+
+
 def causal_mask_scores(w: tf.Tensor) -> tf.Tensor:
     """train.py's `mask_attn_weights`: scores w [..., S, S] -> w·b − 1e9·(1 − b), b the lower
     triangle (key ≤ query). There is no padding mask."""
@@ -39,7 +51,14 @@ class GptAttention(keras.layers.Layer):
     `c_attn/b` (q, k, v in that order along the last axis; heads are contiguous blocks of
     n_embd / n_head features), `c_proj/w` [1, n_embd, n_embd], `c_proj/b`.
     Dropouts: `attn_pdrop` on the probabilities, `resid_pdrop` on the output after `c_proj`.
+
+    `cache_write` (not saved): how `call_cached` writes new keys and values into the cache:
+    "dynamic_update_slice" (one XLA op, in place under XLA: the Python generation loop) or
+    "select" (`select_cache_write`, core ops only: SavedModel exports;
+    `bert_tf.gpt.generation.core_ops_cache_writes(model)` switches every block).
     """
+
+    cache_write = "dynamic_update_slice"
 
     def __init__(self, config: GptConfig | dict, **kwargs):
         super().__init__(**kwargs)
@@ -98,9 +117,14 @@ class GptAttention(keras.layers.Layer):
         zero = tf.zeros([], tf.int32)
         start = [zero, zero, tf.cast(index, tf.int32), zero]
         keys, values = cache
-        keys = keras.ops.slice_update(keys, start, tf.cast(self._split_heads(k), keys.dtype))
-        values = keras.ops.slice_update(values, start,
-                                        tf.cast(self._split_heads(v), values.dtype))
+        new_k = tf.cast(self._split_heads(k), keys.dtype)
+        new_v = tf.cast(self._split_heads(v), values.dtype)
+        if self.cache_write == "select":
+            keys = select_cache_write(keys, new_k, index)
+            values = select_cache_write(values, new_v, index)
+        else:
+            keys = keras.ops.slice_update(keys, start, new_k)
+            values = keras.ops.slice_update(values, start, new_v)
         w = tf.matmul(q, keys, transpose_b=True)  # [N, H, T, C]
         w = w * tf.math.rsqrt(tf.cast(self.config.head_size, x.dtype))
         probs = tf.nn.softmax(cached_causal_mask_scores(w, index))

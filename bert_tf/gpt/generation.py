@@ -13,6 +13,9 @@ and gives
   sampler's kind) and reused: sampler parameters, seeds, stop tokens and lengths are tensors.
 * `score(sequences)`: per-token log-probabilities `log p(x[i+1] | x[:i+1])` and perplexities under
   three softmaxes (below), and the next-token logits after each sequence.
+* `generation_graph(kind)`, `score_graph(ids, lengths)`: the same computations as functions of
+  tensors of any shape, for serving signatures (`bert_tf.export.gpt_lm`); under
+  `core_ops_cache_writes(model)` the cache is written with TF core ops (no XLA-only op).
 
 **Which columns.** The LM head is tied to the whole table `we`: BPE tokens (ids 0..n_vocab-1),
 special tokens (n_vocab..n_vocab+n_special-1), then the n_ctx position rows. Generation proposes
@@ -49,6 +52,7 @@ and takes no more tokens. The best final beam maximises score / (generated lengt
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import secrets
@@ -318,6 +322,35 @@ class GptGenerator:
             step_logits = [out["step_logits"][:steps, i] for i in range(batch)]
         return Generation(sequences, generated, stopped, None, step_logits)
 
+    def generation_graph(self, sampler_kind: str, n_columns: int | None = None):
+        """The generation loop as a function of tensors for any batch size and lengths: the loop
+        `generate` runs, without its shape buckets and checks, to trace into a serving
+        signature (plain graph or XLA).
+
+        Args:
+          sampler_kind: "greedy", "random", "top_k", "top_p", or "sampled": chosen per call by
+            the parameters (top_k > 0: top_k; else top_p < 1: top_p; else random), so that one
+            traced loop serves every sampler but beam search.
+          n_columns: the columns proposed (default n_vocab: BPE tokens only; n_vocab +
+            n_special lets specials through; never more).
+
+        Returns run(prompt_ids int32 [B, P] right-padded, lengths int32 [B] (1 <= length <= P),
+        ends int32 [B] (each row's final length at most: length <= end <= n_ctx), is_stop bool
+        [n_columns], seed int32 [2], temperature float32 [], top_k int32 [] (<= n_columns),
+        top_p float32 []) -> {"ids": int32 [B, C], C = max(max(ends), P), row i's sequence
+        being ids[i, :final_lengths[i]]; "final_lengths" int32 [B]; "stopped" bool [B];
+        "steps" int32 []}. With the same seed and batch, the same tokens as `generate`.
+        """
+        c = self.config
+        n_columns = c.n_vocab if n_columns is None else int(n_columns)
+        if not c.n_vocab <= n_columns <= c.n_vocab + c.n_special:
+            raise GenerationInputError(f"n_columns must be in [{c.n_vocab}, "
+                                       f"{c.n_vocab + c.n_special}], got {n_columns}")
+        if sampler_kind not in ("greedy", "random", "top_k", "top_p", "sampled"):
+            raise GenerationInputError(f"sampler_kind {sampler_kind!r}: expected greedy, random, "
+                                       "top_k, top_p or sampled (beam search has no graph here)")
+        return self._sampling_loop(None, None, None, n_columns, sampler_kind, None, False)
+
     def _beam_result(self, out, prompts, lengths, sampler: Sampler) -> Generation:
         width = sampler.num_beams
         sequences, generated, stopped, beams = [], [], [], []
@@ -366,6 +399,15 @@ class GptGenerator:
         """logits float32 [N, V] -> int32 [N] by the sampler `kind`."""
         if kind == "greedy":
             return tf.argmax(logits, -1, output_type=tf.int32)
+        if kind == "sampled":  # the sampler chosen per call by its parameters
+            branch = tf.where(top_k > 0, 1, tf.where(top_p < 1.0, 2, 0))
+            return tf.switch_case(branch, [
+                lambda: self._choose(logits, "random", None, seed, step, temperature, top_k,
+                                     top_p),
+                lambda: self._choose(logits, "top_k", None, seed, step, temperature, top_k,
+                                     top_p),
+                lambda: self._choose(logits, "top_p", None, seed, step, temperature, top_k,
+                                     top_p)])
         step_seed = tf.stack([seed[0], seed[1] + step])
         logits = logits / temperature
         if kind == "random":
@@ -382,11 +424,18 @@ class GptGenerator:
         pick = tf.random.stateless_categorical(values, 1, step_seed)
         return tf.gather(indices, tf.cast(pick, tf.int32), batch_dims=1)[:, 0]
 
-    def _sampling_loop(self, batch, prompt_len, cache_len, n_columns, kind, static_k,
-                       with_step_logits):
+    def _sampling_loop(self, static_batch, static_prompt_len, static_cache_len, n_columns, kind,
+                       static_k, with_step_logits):
+        """The loop for static shapes (`generate`'s buckets) or, with None, any shapes (the
+        cache then has max(ends, prompt width) slots)."""
         model = self.model
 
         def run(prompt_ids, lengths, ends, is_stop, seed, temperature, top_k, top_p):
+            batch = static_batch if static_batch is not None else tf.shape(prompt_ids)[0]
+            prompt_len = (static_prompt_len if static_prompt_len is not None
+                          else tf.shape(prompt_ids)[1])
+            cache_len = (static_cache_len if static_cache_len is not None
+                         else tf.maximum(tf.reduce_max(ends), prompt_len))
             cache = model.empty_cache(batch, cache_len)
             hidden, table, cache = model.call_cached(prompt_ids, cache, 0)
             columns = table[:n_columns]
@@ -545,34 +594,57 @@ class GptGenerator:
                       per_kind["tokens_only"], perplexity, np.concatenate(next_logits, 0))
 
     def _build_score(self):
+        return tf.function(self.score_graph, input_signature=[
+            tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None], tf.int32)])
+
+    def score_graph(self, token_ids: tf.Tensor, lengths: tf.Tensor) -> dict[str, tf.Tensor]:
+        """`score`'s computation on tensors (to trace into a serving signature).
+
+        Args: token_ids int32 [B, S] right-padded; lengths int32 [B] (1 <= length <= S <= n_ctx).
+
+        Returns {"full_table", "tokens_and_specials", "tokens_only"}: float32 [B, S-1], column
+        i = log p(token i+1 | tokens 0..i) under that softmax (columns >= length-1 are padding:
+        ignore them); "next_token_logits": float32 [B, table_rows] after each row's last token.
+        """
         model, c = self.model, self.config
+        hidden = model({"token_ids": token_ids}, training=False,
+                       with_lm_logits=False)["hidden_states"]
+        table = tf.convert_to_tensor(model.embedding.we)
+        h = hidden[:, :-1]  # position i predicts token i+1 (the original's h[:, :-1])
+        targets = token_ids[:, 1:]
+        # The three column groups' log-sum-exps, each from its own matmul (no [B, S, rows]
+        # copies), combined: tokens+specials = logaddexp(tokens, specials), full = that and
+        # the position rows.
+        groups = (table[:c.n_vocab], table[c.n_vocab:c.first_position_id],
+                  table[c.first_position_id:])
+        lse = [tf.reduce_logsumexp(tf.matmul(h, g, transpose_b=True), axis=-1)
+               if g.shape[0] != 0 else tf.fill(tf.shape(h)[:-1], -np.inf)
+               for g in groups]
+        target_logits = tf.reduce_sum(h * tf.gather(table, targets), axis=-1)
+        lse_tokens_specials = tf.experimental.numpy.logaddexp(lse[0], lse[1])
+        lse_full = tf.experimental.numpy.logaddexp(lse_tokens_specials, lse[2])
+        neg_inf = tf.constant(-np.inf, hidden.dtype)
+        out = {"full_table": target_logits - lse_full,
+               "tokens_and_specials": tf.where(targets < c.first_position_id,
+                                               target_logits - lse_tokens_specials, neg_inf),
+               "tokens_only": tf.where(targets < c.n_vocab, target_logits - lse[0], neg_inf)}
+        last = tf.gather(hidden, lengths - 1, batch_dims=1)
+        out["next_token_logits"] = tf.matmul(last, table, transpose_b=True)
+        return out
 
-        @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32),
-                                      tf.TensorSpec([None], tf.int32)])
-        def run(token_ids, lengths):
-            hidden = model({"token_ids": token_ids}, training=False,
-                           with_lm_logits=False)["hidden_states"]
-            table = tf.convert_to_tensor(model.embedding.we)
-            h = hidden[:, :-1]  # position i predicts token i+1 (the original's h[:, :-1])
-            targets = token_ids[:, 1:]
-            # The three column groups' log-sum-exps, each from its own matmul (no [B, S, rows]
-            # copies), combined: tokens+specials = logaddexp(tokens, specials), full = that and
-            # the position rows.
-            groups = (table[:c.n_vocab], table[c.n_vocab:c.first_position_id],
-                      table[c.first_position_id:])
-            lse = [tf.reduce_logsumexp(tf.matmul(h, g, transpose_b=True), axis=-1)
-                   if g.shape[0] != 0 else tf.fill(tf.shape(h)[:-1], -np.inf)
-                   for g in groups]
-            target_logits = tf.reduce_sum(h * tf.gather(table, targets), axis=-1)
-            lse_tokens_specials = tf.experimental.numpy.logaddexp(lse[0], lse[1])
-            lse_full = tf.experimental.numpy.logaddexp(lse_tokens_specials, lse[2])
-            neg_inf = tf.constant(-np.inf, hidden.dtype)
-            out = {"full_table": target_logits - lse_full,
-                   "tokens_and_specials": tf.where(targets < c.first_position_id,
-                                                   target_logits - lse_tokens_specials, neg_inf),
-                   "tokens_only": tf.where(targets < c.n_vocab, target_logits - lse[0], neg_inf)}
-            last = tf.gather(hidden, lengths - 1, batch_dims=1)
-            out["next_token_logits"] = tf.matmul(last, table, transpose_b=True)
-            return out
 
-        return run
+@contextlib.contextmanager
+def core_ops_cache_writes(model):
+    """While active, `model.call_cached` writes its key/value cache with TF core ops only
+    (`bert_tf.gpt.attention.select_cache_write`) instead of XLA's dynamic-update-slice: for
+    tracing a generation loop into a SavedModel (servers without XLA cannot run
+    `XlaDynamicUpdateSlice`). The same numbers; restored on exit."""
+    attentions = [block.attn for block in model.blocks]
+    before = [a.cache_write for a in attentions]
+    for a in attentions:
+        a.cache_write = "select"
+    try:
+        yield model
+    finally:
+        for a, value in zip(attentions, before):
+            a.cache_write = value

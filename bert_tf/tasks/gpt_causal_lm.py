@@ -537,6 +537,34 @@ class GptCausalLM(keras.Model):
                     shutil.copyfile(source, os.path.join(folder, name))
 
 
+    def export(self, export_dir: str | os.PathLike, version: int = 1, *,
+               stop_token_ids: Sequence[int | str] = (), add_start_token: bool = False,
+               bpe_corpus: Sequence[str] = (), overwrite: bool = False) -> str:
+        """A serving SavedModel with `generate`, `generate_sampled`, `score` (raw text, with a
+        tokenizer) and `generate_ids`, `generate_ids_sampled`, `score_ids` signatures
+        (`bert_tf.export.gpt_lm`), as `<export_dir>/<version>/`, checked servable; returns
+        the folder. Its greedy and sampled continuations and scores are this model's
+        `generate` / `score` (the same ids; 1e-5).
+
+        Args:
+          stop_token_ids: ids, special-token names or BPE pieces that end a continuation
+            (fixed at export).
+          add_start_token: put `_start_` before every text (fixed at export).
+          bpe_corpus: texts like the served ones: their chunks that the in-graph BPE's rules
+            would split otherwise than spaCy go into its chunk table (docs/gpt_tokenization.md).
+          overwrite: replace an existing version.
+        """
+        from bert_tf.export.gpt_lm import export_gpt_causal_lm_savedmodel
+
+        encoder_path, bpe_path = self._tokenizer_files or (None, None)
+        return export_gpt_causal_lm_savedmodel(
+            self.transformer, os.fspath(export_dir), version, overwrite=overwrite,
+            encoder_path=encoder_path, bpe_path=bpe_path, bpe_corpus=list(bpe_corpus),
+            text_encoder=self.tokenizer, special_token_ids=self.special_token_ids,
+            stop_token_ids=[self.token_id(t) for t in stop_token_ids],
+            add_start_token=add_start_token)
+
+
 # ---- the command-line tools (tools/generate.py, tools/score.py) ---------------------------------
 @dataclasses.dataclass(kw_only=True)
 class _ModelOptions:
