@@ -50,7 +50,7 @@ from absl import logging
 
 from bert_tf import io_utils
 from bert_tf.checkpoints.openai import (SHAPES_FILE, TRAIN_PY_SEED, OriginalParamsError,
-                                        load_original_params, save_original_params)
+                                        load_original_params)
 from bert_tf.errors import UserInputError
 from bert_tf.gpt.config import GptConfig, GptConfigError
 from bert_tf.gpt.generation import (SAMPLERS, SCORE_KINDS, Generation, GenerationInputError,
@@ -523,14 +523,10 @@ class GptCausalLM(keras.Model):
         if existing and not overwrite:
             raise UserInputError(f"{existing[0]}: exists; refusing to overwrite (pass "
                                  "overwrite=True)")
-        save_original_params(self.transformer, folder, overwrite=overwrite)
-        self.config.to_json_file(os.path.join(folder, CONFIG_FILE))
-        c = self.config
-        rows = np.asarray(self.transformer.embedding.we.numpy()[c.n_vocab:c.first_position_id],
-                          np.float32)
-        with io_utils.atomic_output_path(os.path.join(folder, SPECIAL_ROWS_FILE)) as tmp:
-            with open(tmp, "wb") as f:
-                np.save(f, rows)
+        from bert_tf.runs.gpt_pretraining import write_original_outputs
+
+        # params + config.json + special_rows.npy, as a GPT pretraining run writes them
+        write_original_outputs(self.transformer, folder, overwrite=overwrite)
         if self._tokenizer_files:
             for source, name in zip(self._tokenizer_files, (ENCODER_FILE, BPE_FILE)):
                 if os.path.abspath(source) != os.path.abspath(os.path.join(folder, name)):
