@@ -26,9 +26,11 @@ Per chunk (a piece of the standardized text between spaces):
 
 Known simplifications (each enumerated in docs/gpt_tokenization.md): multi-character hyphen
 infixes (`--`, `——`; `text_standardize` spaces out every `-`/`~` run and maps `—`/`–` to
-`-` first, so they never reach spaCy inside a chunk); special-case matcher spans that cross a
-space (spaCy discards them unless their spaced text is itself a special case, which no English
-exception is) and overlaps between two matcher candidates of the same length.
+`-` first, so they never reach spaCy inside a chunk); the matcher's candidates that cross a
+space: spaCy never applies them (no English special case contains a space) but lets them, like
+every candidate it rejects, block other candidates sharing their first or last token
+(`back'' ''Return`: spaCy keeps `'` `'` `Return`, here `''` `Return`); overlaps between two
+matcher candidates of the same length (here the leftmost wins).
 """
 from __future__ import annotations
 
