@@ -111,8 +111,10 @@ class PerExample:
             a = getattr(self, name)
             if a is not None:
                 a = np.asarray(a)
+                # Floats unrounded: a nearly constant regressor's Pearson r moves with the
+                # 5th decimal of its predictions.
                 out[name] = a.tolist() if a.dtype.kind in "iub" else \
-                    np.round(a.astype(np.float64), 4).tolist()
+                    a.astype(np.float64).tolist()
         return out
 
     @classmethod
