@@ -202,6 +202,35 @@ def test_regression_and_label_inference(google_folder):
     assert clf.label_names == ["a", "b"]
 
 
+def test_window_starts_cover_the_text():
+    from bert_tf.tasks.text_models.text_classifier import window_starts
+
+    assert window_starts(5, 10, 4) == [0]
+    assert window_starts(10, 10, 4) == [0]
+    assert window_starts(11, 10, 4) == [0, 1]
+    assert window_starts(20, 10, 5) == [0, 5, 10]
+    assert window_starts(21, 10, 5) == [0, 5, 10, 11]
+
+
+@pytest.mark.long
+def test_classifier_sliding_windows(google_folder):
+    import keras
+
+    import bert_tf
+
+    keras.utils.set_random_seed(6)
+    clf = bert_tf.BertTextClassifier.from_pretrained(str(google_folder), num_classes=3,
+                                                     sequence_length=16)
+    short = TEXTS[:2]  # each fits in 14 pieces: one window, the plain prediction
+    np.testing.assert_allclose(clf.predict(short, window_stride=7), clf.predict(short),
+                               atol=1e-6)
+    long_text = " ".join(TEXTS)
+    probs = clf.predict([long_text, TEXTS[0]], window_stride=7)
+    assert probs.shape == (2, 3)
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)
+    assert not np.array_equal(probs[0], clf.predict([long_text])[0])  # more than one window
+
+
 # ---- registration --------------------------------------------------------------------------
 
 def test_registration_list_matches_the_modules():

@@ -28,9 +28,20 @@ from bert_tf.errors import UserInputError
 from bert_tf.tasks.text_models.preprocessors import BertTextPreprocessor, write_vocab_file
 from bert_tf.tasks.text_models.text_task import TextTask, load_backbone, softmax
 
-__all__ = ["BertTextClassifier", "TASK_TYPES"]
+__all__ = ["BertTextClassifier", "TASK_TYPES", "window_starts"]
 
 TASK_TYPES = ("classification", "regression")
+
+
+def window_starts(num_pieces: int, span: int, stride: int) -> list[int]:
+    """First piece of each window of `span` pieces, `stride` apart, covering all `num_pieces`
+    (the last window ends at the last piece; one window at 0 for a text that fits)."""
+    if num_pieces <= span:
+        return [0]
+    starts = list(range(0, num_pieces - span + 1, stride))
+    if starts[-1] != num_pieces - span:
+        starts.append(num_pieces - span)
+    return starts
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -64,6 +75,7 @@ class BertTextClassifier(TextTask):
             raise UserInputError(f"label_names has {len(self.label_names)} names "
                                  f"{self.label_names} but num_classes is {backbone.num_labels}")
         self.backbone = backbone
+        self.built = bool(backbone.built)  # the task adds no weights of its own
         self.task_type = task_type
 
     @property
@@ -71,7 +83,7 @@ class BertTextClassifier(TextTask):
         return self.backbone.num_labels
 
     @classmethod
-    def from_pretrained(cls, path_or_preset: str | os.PathLike, num_classes: int = 2,
+    def from_pretrained(cls, path_or_preset: str | os.PathLike, num_classes: int | None = None,
                         sequence_length: int = 128, label_names: Sequence[str] | None = None,
                         task_type: str = "classification", dropout_rate: float = 0.1, *,
                         vocab_file: str | os.PathLike | None = None,
@@ -86,7 +98,8 @@ class BertTextClassifier(TextTask):
         (loaded from the checkpoint too when it has one of this shape, `heads`).
 
         Args:
-          num_classes: output classes (1 for regression); default from `label_names`.
+          num_classes: output classes (1 for regression); default: the number of
+            `label_names`, else 2 (for a saved `BertTextClassifier`: its own).
           sequence_length: the packed length of every input.
           label_names: class names in id order (or None).
           task_type: "classification" or "regression".
@@ -96,20 +109,20 @@ class BertTextClassifier(TextTask):
         from bert_tf.modeling import BertClassifier
 
         name = os.fspath(path_or_preset)
-        if label_names is not None and num_classes == 2 and len(label_names) != 2:
-            num_classes = len(label_names)
-        if task_type == "regression":
-            num_classes = 1
         if name.endswith(".keras") and os.path.isfile(name):
             from bert_tf.tasks.text_models import registration
 
             registration.register_all()
             saved = keras.models.load_model(name, compile=False)
             if isinstance(saved, cls):
-                if saved.num_classes != num_classes and label_names is None:
+                if num_classes is not None and saved.num_classes != num_classes:
                     raise UserInputError(f"{name}: the classifier has {saved.num_classes} "
                                          f"classes, not num_classes={num_classes}")
                 return saved
+        if task_type == "regression":
+            num_classes = 1
+        elif num_classes is None:
+            num_classes = len(label_names) if label_names is not None else 2
 
         def factory(config, encoder=None):
             return BertClassifier(config, num_labels=num_classes, encoder=encoder,
@@ -161,6 +174,57 @@ class BertTextClassifier(TextTask):
         if self.task_type == "regression":
             return np.asarray(raw, np.float32)[:, 0]
         return softmax(raw)
+
+    def predict(self, x, batch_size: int | None = None, window_stride: int | None = None,
+                **kwargs):
+        """Texts -> probabilities float32 [N, num_classes] (regression: values [N]).
+
+        `window_stride`: for single texts longer than `sequence_length - 2` pieces: classify
+        every window of `sequence_length - 2` pieces, `window_stride` pieces apart (the last
+        one ends at the text's end), each packed as [CLS] window [SEP], and average the
+        windows' probabilities (regression: values). A text that fits is one window, the same
+        as without it. None: the original's truncation to the first pieces.
+        """
+        if window_stride is None:
+            return super().predict(x, batch_size, **kwargs)
+        return self._predict_windows(x, batch_size, int(window_stride))
+
+    def _predict_windows(self, x, batch_size, stride: int):
+        import tensorflow as tf
+
+        from bert_tf.tasks.text_models.preprocessors import as_text_array
+
+        texts = as_text_array(x)
+        if texts.ndim != 1:
+            raise UserInputError("window_stride is for single texts, not text pairs")
+        pre = self.preprocessor
+        span = pre.sequence_length - 2
+        if not 1 <= stride <= span:
+            raise UserInputError(f"window_stride={stride}; expected 1..{span} (sequence_length "
+                                 "- 2) so that the windows cover the text")
+        encoded = [t if isinstance(t, bytes) else str(t).encode("utf-8") for t in texts]
+        pieces = pre.tokenize(tf.constant(encoded, tf.string)).to_list() if encoded else []
+        rows, owner = [], []
+        for i, p in enumerate(pieces):
+            for start in window_starts(len(p), span, stride):
+                rows.append(p[start:start + span])
+                owner.append(i)
+        ids = np.zeros([len(rows), pre.sequence_length], np.int32)
+        mask = np.zeros_like(ids)
+        for r, row in enumerate(rows):
+            packed = [pre.cls_id, *row, pre.sep_id]
+            ids[r, :len(packed)] = packed
+            mask[r, :len(packed)] = 1
+        raw = keras.Model.predict(self, {"input_word_ids": ids, "input_mask": mask,
+                                         "input_type_ids": np.zeros_like(ids)},
+                                  batch_size=batch_size or 32, verbose=0)
+        per_window = self._outputs_from_predictions(raw)
+        owner = np.asarray(owner)
+        counts = np.bincount(owner, minlength=len(texts)).astype(np.float32)
+        shape = (len(texts),) + per_window.shape[1:]
+        total = np.zeros(shape, np.float32)
+        np.add.at(total, owner, per_window)
+        return total / counts.reshape((-1,) + (1,) * (total.ndim - 1))
 
     def predict_labels(self, x, batch_size: int | None = None) -> list:
         """Texts -> the predicted label names (ids without label_names); classification only."""

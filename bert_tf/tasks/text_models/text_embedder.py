@@ -65,6 +65,7 @@ class BertTextEmbedder(TextTask):
         if pooling not in POOLINGS:
             raise UserInputError(f"pooling={pooling!r}; expected one of {POOLINGS}")
         self.backbone = backbone
+        self.built = bool(backbone.built)  # the task adds no weights of its own
         self.pooling = pooling
         self.normalize = bool(normalize)
 

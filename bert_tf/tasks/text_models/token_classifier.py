@@ -101,6 +101,7 @@ class BertTextTokenClassifier(TextTask):
             raise UserInputError(f"label_names has {len(self.label_names)} names but the model "
                                  f"has {backbone.num_labels} labels")
         self.backbone = backbone
+        self.built = bool(backbone.built)  # the task adds no weights of its own
 
     @property
     def num_labels(self) -> int:
