@@ -41,7 +41,8 @@ from typing import Iterable, Mapping, Sequence
 import tensorflow as tf
 
 from bert_tf.tokenization.gpt_bpe import END_OF_WORD, load_bpe_merges, load_encoder
-from bert_tf.tokenization.gpt_spacy_in_graph import SpacyEnglishRules, SpacyTokenizerOps
+from bert_tf.tokenization.gpt_spacy_in_graph import (SpacyEnglishRules, SpacyTokenizerOps,
+                                                      re2_class_body)
 
 __all__ = ["InGraphBpeEncoder", "build_chunk_table", "ftfy_char_map", "python_whitespace_class"]
 
@@ -51,14 +52,7 @@ _INT_MAX = 2 ** 31 - 1
 
 def _re2_class(codepoints: Iterable[int], negate: bool = False) -> str:
     """Codepoints -> an RE2 character class (`[\\x{..}-\\x{..}...]`)."""
-    ranges: list[list[int]] = []
-    for cp in sorted(set(codepoints)):
-        if ranges and ranges[-1][1] == cp - 1:
-            ranges[-1][1] = cp
-        else:
-            ranges.append([cp, cp])
-    body = "".join(f"\\x{{{a:X}}}" if a == b else f"\\x{{{a:X}}}-\\x{{{b:X}}}" for a, b in ranges)
-    return f"[{'^' if negate else ''}{body}]"
+    return f"[{'^' if negate else ''}{re2_class_body(codepoints)}]"
 
 
 @functools.lru_cache(maxsize=None)

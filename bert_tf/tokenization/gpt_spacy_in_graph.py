@@ -42,12 +42,13 @@ from typing import Mapping
 
 import tensorflow as tf
 
-__all__ = ["SpacyEnglishRules", "SpacyTokenizerOps", "python_class"]
+__all__ = ["SpacyEnglishRules", "SpacyTokenizerOps", "python_class", "re2_class_body"]
 
 _MAX_AFFIX_STEPS = 64
 
 
-def _class_body(codepoints) -> str:
+def re2_class_body(codepoints) -> str:
+    """Codepoints -> the body of an RE2 class (`\\x{41}-\\x{5A}\\x{5F}`), ranges merged."""
     ranges: list[list[int]] = []
     for cp in sorted(set(codepoints)):
         if ranges and ranges[-1][1] == cp - 1:
@@ -61,7 +62,7 @@ def _class_body(codepoints) -> str:
 def python_class(name: str) -> str:
     """RE2 class body for Python's Unicode `\\w`, `\\d` or `\\s` (RE2's are ASCII-only)."""
     test = {"w": lambda c: c.isalnum() or c == "_", "d": str.isdecimal, "s": str.isspace}[name]
-    return _class_body(cp for cp in range(sys.maxunicode + 1)
+    return re2_class_body(cp for cp in range(sys.maxunicode + 1)
                        if not 0xD800 <= cp <= 0xDFFF and test(chr(cp)))
 
 
