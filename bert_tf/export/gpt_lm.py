@@ -229,7 +229,10 @@ class GptCausalLmServingModule(ModelServingModule):
     def _encode(self, text):
         from bert_tf.export.preprocessor import ensure_input_shape
 
-        ids = tf.cast(self.tokenizer.encode(ensure_input_shape(text, [None])), tf.int32)
+        # A sentinel text, dropped after: the in-graph BPE fails on a batch with no token at all
+        # (all texts empty), before the length check could name the empty text.
+        texts = tf.concat([ensure_input_shape(text, [None]), ["."]], axis=0)
+        ids = tf.cast(self.tokenizer.encode(texts)[:-1], tf.int32)
         if self.add_start_token:
             start = tf.fill([ids.nrows(out_type=tf.int32), 1],
                             tf.constant(self.special_token_ids.get("_start_",

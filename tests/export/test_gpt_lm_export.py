@@ -267,6 +267,9 @@ def test_bad_requests_fail_with_one_line(exported):
          f"expected 1 to {c.n_ctx - 1}"),
         (lambda: saved.signatures["score"](text=tf.constant(["a", ""])),
          f"sequence 1 has 0 tokens; expected 1 to {c.n_ctx} (n_ctx {c.n_ctx})"),
+        (lambda: saved.signatures["generate"](text=tf.constant([""]),
+                                              max_new_tokens=np.int32(1)),
+         "prompt 0 has 0 tokens"),
         (lambda: saved.signatures["generate_ids"](
             token_ids=np.ones([1, 2], np.int32), lengths=np.array([2], np.int32),
             max_new_tokens=np.int32(-1)), "max_new_tokens must be >= 0, got -1"),
