@@ -25,7 +25,7 @@ import keras
 import numpy as np
 
 from bert_tf.errors import UserInputError
-from bert_tf.tasks.text_models.preprocessors import BertTextPreprocessor, write_vocab_file
+from bert_tf.tasks.text_models.preprocessors import BertTextPreprocessor
 from bert_tf.tasks.text_models.text_task import TextTask, load_backbone, softmax
 
 __all__ = ["BertTextClassifier", "TASK_TYPES", "window_starts"]
@@ -109,16 +109,12 @@ class BertTextClassifier(TextTask):
         from bert_tf.modeling import BertClassifier
 
         name = os.fspath(path_or_preset)
-        if name.endswith(".keras") and os.path.isfile(name):
-            from bert_tf.tasks.text_models import registration
-
-            registration.register_all()
-            saved = keras.models.load_model(name, compile=False)
-            if isinstance(saved, cls):
-                if num_classes is not None and saved.num_classes != num_classes:
-                    raise UserInputError(f"{name}: the classifier has {saved.num_classes} "
-                                         f"classes, not num_classes={num_classes}")
-                return saved
+        saved = cls.saved_instance(name)
+        if saved is not None:
+            if num_classes is not None and saved.num_classes != num_classes:
+                raise UserInputError(f"{name}: the classifier has {saved.num_classes} "
+                                     f"classes, not num_classes={num_classes}")
+            return saved
         if task_type == "regression":
             num_classes = 1
         elif num_classes is None:
@@ -133,17 +129,8 @@ class BertTextClassifier(TextTask):
         return cls(backbone, preprocessor, label_names, task_type)
 
     def get_config(self) -> dict:
-        return {**super().get_config(),
-                "backbone": keras.saving.serialize_keras_object(self.backbone),
-                "preprocessor": keras.saving.serialize_keras_object(self.preprocessor),
-                "label_names": self.label_names, "task_type": self.task_type}
-
-    @classmethod
-    def from_config(cls, config: dict) -> "BertTextClassifier":
-        config = dict(config)
-        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
-        config["preprocessor"] = keras.saving.deserialize_keras_object(config["preprocessor"])
-        return cls(**config)
+        return {**super().get_config(), "label_names": self.label_names,
+                "task_type": self.task_type}
 
     def call(self, inputs, training=None):
         """Token-id dict [B, S] -> logits float32 [B, num_classes]."""
@@ -240,16 +227,8 @@ class BertTextClassifier(TextTask):
         `serving_default(text)`, `serving_pair(text_a, text_b)`, `serving_ids`; outputs
         `probabilities`, `label_ids`, `logits` (+ `labels`), regression `predictions`).
         Loading it needs `import tensorflow_text` first. Returns the written folder."""
-        import tempfile
-
-        from bert_tf.export.preprocessor import BertPreprocessor
-        from bert_tf.export.serving_module import save_serving_savedmodel
         from bert_tf.export.task_models import ClassifierExport
 
-        pre = self.preprocessor
-        with tempfile.TemporaryDirectory(prefix="bert_tf_export_vocab_") as tmp:
-            serving_pre = BertPreprocessor(write_vocab_file(pre.vocabulary, tmp),
-                                           pre.sequence_length, pre.do_lower_case)
-            module = ClassifierExport(self.backbone, serving_pre,
-                                      self.label_names if self.task_type != "regression" else None)
-            return save_serving_savedmodel(module, export_dir, version, overwrite, check=check)
+        labels = self.label_names if self.task_type != "regression" else None
+        return self.write_export(lambda pre: ClassifierExport(self.backbone, pre, labels),
+                                 export_dir, version, overwrite, check)

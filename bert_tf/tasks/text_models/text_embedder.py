@@ -22,7 +22,7 @@ import tensorflow as tf
 
 from bert_tf.errors import UserInputError
 from bert_tf.export.serving_module import ModelServingModule, concrete_signature, text_specs
-from bert_tf.tasks.text_models.preprocessors import BertTextPreprocessor, write_vocab_file
+from bert_tf.tasks.text_models.preprocessors import BertTextPreprocessor
 from bert_tf.tasks.text_models.text_task import TextTask, load_backbone
 
 __all__ = ["BertTextEmbedder", "POOLINGS", "pool"]
@@ -83,13 +83,9 @@ class BertTextEmbedder(TextTask):
         from bert_tf.modeling import BertEncoder
 
         name = os.fspath(path_or_preset)
-        if name.endswith(".keras") and os.path.isfile(name):
-            from bert_tf.tasks.text_models import registration
-
-            registration.register_all()
-            saved = keras.models.load_model(name, compile=False)
-            if isinstance(saved, cls):
-                return saved
+        saved = cls.saved_instance(name)
+        if saved is not None:
+            return saved
 
         def factory(config, encoder=None):
             return encoder if encoder is not None else BertEncoder(config)
@@ -99,17 +95,7 @@ class BertTextEmbedder(TextTask):
                    normalize)
 
     def get_config(self) -> dict:
-        return {**super().get_config(),
-                "backbone": keras.saving.serialize_keras_object(self.backbone),
-                "preprocessor": keras.saving.serialize_keras_object(self.preprocessor),
-                "pooling": self.pooling, "normalize": self.normalize}
-
-    @classmethod
-    def from_config(cls, config: dict) -> "BertTextEmbedder":
-        config = dict(config)
-        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
-        config["preprocessor"] = keras.saving.deserialize_keras_object(config["preprocessor"])
-        return cls(**config)
+        return {**super().get_config(), "pooling": self.pooling, "normalize": self.normalize}
 
     def call(self, inputs, training=None):
         """Token-id dict [B, S] -> float32 [B, H]."""
@@ -140,17 +126,8 @@ class BertTextEmbedder(TextTask):
         """A raw-text serving SavedModel at `<export_dir>/<version>/`: `serving_default(text)`
         -> `embeddings` float32 [B, H] (checked servable; `import tensorflow_text` before
         loading). Returns the written folder."""
-        import tempfile
-
-        from bert_tf.export.preprocessor import BertPreprocessor
-        from bert_tf.export.serving_module import save_serving_savedmodel
-
-        pre = self.preprocessor
-        with tempfile.TemporaryDirectory(prefix="bert_tf_export_vocab_") as tmp:
-            serving_pre = BertPreprocessor(write_vocab_file(pre.vocabulary, tmp),
-                                           pre.sequence_length, pre.do_lower_case)
-            module = EmbedderExport(self, serving_pre)
-            return save_serving_savedmodel(module, export_dir, version, overwrite, check=check)
+        return self.write_export(lambda pre: EmbedderExport(self, pre), export_dir, version,
+                                 overwrite, check)
 
 
 class EmbedderExport(ModelServingModule):

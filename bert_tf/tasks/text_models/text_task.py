@@ -123,6 +123,48 @@ class TextTask(keras.Model):
 
     # -- serialization ---------------------------------------------------------------------
 
+    def get_config(self) -> dict:
+        return {**super().get_config(),
+                "backbone": keras.saving.serialize_keras_object(self.backbone),
+                "preprocessor": keras.saving.serialize_keras_object(self.preprocessor)}
+
+    @classmethod
+    def from_config(cls, config: dict):
+        config = dict(config)
+        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
+        config["preprocessor"] = keras.saving.deserialize_keras_object(config["preprocessor"])
+        return cls(**config)
+
+    @classmethod
+    def saved_instance(cls, path: str):
+        """The model of a `.keras` file at `path` when it is a `cls`, else None."""
+        import os
+
+        if not (path.endswith(".keras") and os.path.isfile(path)):
+            return None
+        from bert_tf.tasks.text_models import registration
+
+        registration.register_all()
+        saved = keras.models.load_model(path, compile=False)
+        return saved if isinstance(saved, cls) else None
+
+    def write_export(self, make_module, export_dir, version, overwrite: bool, check: bool) -> str:
+        """Saves `make_module(serving preprocessor)` (a `ModelServingModule` over this model's
+        `bert_tf.export.preprocessor.BertPreprocessor`: same vocab, length and casing) as a
+        versioned serving SavedModel; returns the written folder."""
+        import tempfile
+
+        from bert_tf.export.preprocessor import BertPreprocessor
+        from bert_tf.export.serving_module import save_serving_savedmodel
+        from bert_tf.tasks.text_models.preprocessors import write_vocab_file
+
+        pre = self.preprocessor
+        with tempfile.TemporaryDirectory(prefix="bert_tf_export_vocab_") as tmp:
+            serving_pre = BertPreprocessor(write_vocab_file(pre.vocabulary, tmp),
+                                           pre.sequence_length, pre.do_lower_case)
+            return save_serving_savedmodel(make_module(serving_pre), export_dir, version,
+                                           overwrite, check=check)
+
     def get_build_config(self) -> dict:
         return {"dummy_batch": True}
 

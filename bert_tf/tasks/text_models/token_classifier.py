@@ -31,7 +31,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.errors import UserInputError
-from bert_tf.tasks.text_models.preprocessors import BertTextPreprocessor, write_vocab_file
+from bert_tf.tasks.text_models.preprocessors import BertTextPreprocessor
 from bert_tf.tasks.text_models.text_task import (DEFAULT_BATCH_SIZE, TextTask, load_backbone,
                                                  softmax)
 
@@ -120,13 +120,9 @@ class BertTextTokenClassifier(TextTask):
         from bert_tf.modeling import BertTokenClassifier
 
         name = os.fspath(path_or_preset)
-        if name.endswith(".keras") and os.path.isfile(name):
-            from bert_tf.tasks.text_models import registration
-
-            registration.register_all()
-            saved = keras.models.load_model(name, compile=False)
-            if isinstance(saved, cls):
-                return saved
+        saved = cls.saved_instance(name)
+        if saved is not None:
+            return saved
         if num_classes is None:
             if label_names is None:
                 raise UserInputError("from_pretrained needs label_names= (or num_classes=)")
@@ -140,17 +136,7 @@ class BertTextTokenClassifier(TextTask):
         return cls(backbone, BertTextPreprocessor(tokens, sequence_length, lower), label_names)
 
     def get_config(self) -> dict:
-        return {**super().get_config(),
-                "backbone": keras.saving.serialize_keras_object(self.backbone),
-                "preprocessor": keras.saving.serialize_keras_object(self.preprocessor),
-                "label_names": self.label_names}
-
-    @classmethod
-    def from_config(cls, config: dict) -> "BertTextTokenClassifier":
-        config = dict(config)
-        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
-        config["preprocessor"] = keras.saving.deserialize_keras_object(config["preprocessor"])
-        return cls(**config)
+        return {**super().get_config(), "label_names": self.label_names}
 
     def call(self, inputs, training=None):
         """Token-id dict [B, S] -> logits float32 [B, S, num_labels]."""
@@ -226,15 +212,8 @@ class BertTextTokenClassifier(TextTask):
         (`bert_tf.export.task_models.TokenClassifierExport`: serving_default(text) -> per-piece
         probabilities, label_ids (+ labels), input_word_ids, word_start_mask). Returns the
         written folder."""
-        import tempfile
-
-        from bert_tf.export.preprocessor import BertPreprocessor
-        from bert_tf.export.serving_module import save_serving_savedmodel
         from bert_tf.export.task_models import TokenClassifierExport
 
-        pre = self.preprocessor
-        with tempfile.TemporaryDirectory(prefix="bert_tf_export_vocab_") as tmp:
-            serving_pre = BertPreprocessor(write_vocab_file(pre.vocabulary, tmp),
-                                           pre.sequence_length, pre.do_lower_case)
-            module = TokenClassifierExport(self.backbone, serving_pre, self.label_names)
-            return save_serving_savedmodel(module, export_dir, version, overwrite, check=check)
+        return self.write_export(
+            lambda pre: TokenClassifierExport(self.backbone, pre, self.label_names),
+            export_dir, version, overwrite, check)
