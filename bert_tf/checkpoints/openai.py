@@ -26,6 +26,7 @@ import numpy as np
 
 from bert_tf.errors import UserInputError
 from bert_tf.gpt.config import GptConfig
+from bert_tf import io_utils
 from bert_tf.io_utils import atomic_output_path
 
 N_PARAM_FILES = 10
@@ -33,6 +34,11 @@ SHAPES_FILE = "params_shapes.json"
 ARRAYS_PER_LAYER = 12  # hard-coded in train.py's n_transfer arithmetic
 TRAIN_PY_SEED = 42  # train.py's --seed default
 TRAIN_PY_N_TRANSFER = 12  # train.py's --n_transfer default
+SPECIAL_ROWS_FILE = "special_rows.npy"
+"""The special-token rows of `we` (float32 [n_special, n_embd]) beside the params files. The
+original layout holds none (train.py draws them at load time); bert_tf writes them
+(`write_original_outputs`) so that a trained model is rebuilt exactly (`load_special_rows`)."""
+CONFIG_FILE = "config.json"
 
 
 class OriginalParamsError(UserInputError):
@@ -243,3 +249,43 @@ def keras_to_original_params(model_path: str | os.PathLike, params_folder: str |
     if not hasattr(model, "original_variables"):
         raise OriginalParamsError(f"{path}: holds a {type(model).__name__}, not a GPT model")
     save_original_params(model, params_folder, overwrite=overwrite)
+
+
+def write_original_outputs(model, folder: str | os.PathLike, overwrite: bool = True) -> str:
+    """Writes a `GptModel` as an original params folder plus `special_rows.npy` (its trained
+    special-token rows) and `config.json` (its `GptConfig`): what `GptCausalLM.from_pretrained`
+    and the exporter read to rebuild this exact model (without them they would take the preset's
+    sizes and redraw the special rows). Returns the folder."""
+    folder = os.fspath(folder)
+    save_original_params(model, folder, overwrite=overwrite)
+    c = model.config
+    rows = np.asarray(model.embedding.we.numpy()[c.n_vocab:c.first_position_id], np.float32)
+    with atomic_output_path(os.path.join(folder, SPECIAL_ROWS_FILE)) as tmp:
+        with io_utils.open_file(tmp, "wb") as f:
+            np.save(f, rows)
+    c.to_json_file(os.path.join(folder, CONFIG_FILE))
+    return folder
+
+
+def load_special_rows(model, folder: str | os.PathLike) -> str | None:
+    """Assigns the special-token rows of `model.embedding.we` ([n_special, n_embd]) from
+    `folder/special_rows.npy` when the file exists. Returns the file's path, or None when there
+    is none (the rows then stay as `load_original_params` drew them). A file that is not a
+    readable array of that shape -> OriginalParamsError naming it."""
+    path = os.path.join(os.fspath(folder), SPECIAL_ROWS_FILE)
+    if not io_utils.exists(path):
+        return None
+    c = model.config
+    with io_utils.open_file(path, "rb") as f:
+        try:
+            rows = np.load(f)
+        except (OSError, ValueError) as e:
+            raise OriginalParamsError(f"{path}: not a readable .npy array ({e})") from None
+    if rows.shape != (c.n_special, c.n_embd):
+        raise OriginalParamsError(f"{path}: shape {list(rows.shape)}; expected "
+                                  f"[{c.n_special}, {c.n_embd}] (n_special, n_embd)")
+    we = model.embedding.we
+    table = np.array(we.numpy())
+    table[c.n_vocab:c.first_position_id] = rows
+    we.assign(table)
+    return path

@@ -348,7 +348,7 @@ def _load_fine_tuned(load, opts: ExportOptions, run: str, body_prefix: str):
 def _gpt_model(opts: ExportOptions):
     """The GPT-1 model of a gpt_lm / gpt_classifier / gpt_causal_lm export, its weights
     loaded."""
-    from bert_tf.checkpoints.openai import load_original_params
+    from bert_tf.checkpoints.openai import load_original_params, load_special_rows
     from bert_tf.gpt.model import GptModel
     from bert_tf.gpt.task_model import GptClassifier
     from bert_tf.training.finetuning import load_checkpoint
@@ -361,7 +361,7 @@ def _gpt_model(opts: ExportOptions):
         model = GptModel(config, classifier=False, name="gpt")
         load_original_params(model, params, n_transfer=config.n_layer)
         if opts.model_type == "gpt_causal_lm":
-            _load_special_rows(model, params)
+            load_special_rows(model, params)  # trained rows when the folder has them
         return model
     regression = opts.num_labels == 1
     num_classes = (None if opts.gpt_task == "multiple_choice" or regression
@@ -382,27 +382,6 @@ def _gpt_model(opts: ExportOptions):
                               f"'{body[0]}' of the GPT-1 transformer; expected the checkpoint "
                               "of a run_gpt_classifier.py run with this --gpt_config_file")
     return model
-
-
-def _load_special_rows(model, params: str) -> None:
-    """The trained special-token rows from `special_rows.npy` beside the params (written by
-    run_gpt_pretraining and GptCausalLM.save_pretrained), when there is one."""
-    import numpy as np
-
-    path = os.path.join(params, "special_rows.npy")
-    if not os.path.isfile(path):
-        return
-    c = model.config
-    try:
-        rows = np.load(path)
-    except (OSError, ValueError) as e:
-        raise ExportError(f"{path}: not a readable .npy array ({e})") from None
-    if rows.shape != (c.n_special, c.n_embd):
-        raise ExportError(f"{path}: shape {list(rows.shape)}; expected [{c.n_special}, "
-                          f"{c.n_embd}] (n_special, n_embd)")
-    table = np.array(model.embedding.we.numpy())
-    table[c.n_vocab:c.first_position_id] = rows
-    model.embedding.we.assign(table)
 
 
 def _gpt_export_module(opts: ExportOptions):

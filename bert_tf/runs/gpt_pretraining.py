@@ -40,7 +40,8 @@ from bert_tf.gpt.losses import lm_token_losses
 from bert_tf.gpt.model import GptModel
 from bert_tf.training.openai_adam import SCHEDULES, OpenAIAdam
 from bert_tf.options import option
-from bert_tf.checkpoints.openai import SHAPES_FILE, load_original_params, save_original_params
+from bert_tf.checkpoints.openai import (SHAPES_FILE, SPECIAL_ROWS_FILE, load_original_params,
+                                        write_original_outputs)
 from bert_tf.training.distribution import (DistributionOptions, check_global_batch,
                                            check_tpu_paths, create_strategy_from_options)
 from bert_tf.training.accumulation import micro_batch_totals
@@ -53,31 +54,6 @@ __all__ = ["GptTrainerOptions", "GptPretrainingTrainer", "GptPretrainingRun", "l
 
 ORIGINAL_PARAMS_DIR = "original_params"
 """Folder under output_dir where the trained weights are written in the original layout."""
-
-SPECIAL_ROWS_FILE = "special_rows.npy"
-"""The special-token rows of `we` (float32 [n_special, n_embd]) beside the params files: the
-original layout holds none (train.py draws them at load time), `GptCausalLM.from_pretrained`
-reads them from this file when it exists (`bert_tf.tasks.gpt_causal_lm.SPECIAL_ROWS_FILE`)."""
-
-
-def write_original_outputs(model: GptModel, folder: str, overwrite: bool = True) -> str:
-    """Writes `model` as an original params folder plus `special_rows.npy` (its trained
-    special-token rows) and `config.json` (its `GptConfig`): what `GptCausalLM.from_pretrained`
-    reads to rebuild this exact model (without them it would take the preset's sizes and redraw
-    the special rows). Returns the folder."""
-    import numpy as np
-
-    from bert_tf import io_utils
-
-    save_original_params(model, folder, overwrite=overwrite)
-    c = model.config
-    rows = np.asarray(model.embedding.we.numpy()[c.n_vocab:c.first_position_id], np.float32)
-    with io_utils.atomic_output_path(os.path.join(folder, SPECIAL_ROWS_FILE)) as tmp:
-        with io_utils.open_file(tmp, "wb") as f:
-            np.save(f, rows)
-    c.to_json_file(os.path.join(folder, "config.json"))
-    return folder
-
 
 @dataclasses.dataclass
 class GptTrainerOptions(PretrainingLoopOptions):

@@ -49,8 +49,9 @@ import numpy as np
 from absl import logging
 
 from bert_tf import io_utils
-from bert_tf.checkpoints.openai import (SHAPES_FILE, TRAIN_PY_SEED, OriginalParamsError,
-                                        load_original_params)
+from bert_tf.checkpoints.openai import (SHAPES_FILE, SPECIAL_ROWS_FILE, TRAIN_PY_SEED,
+                                        load_original_params, load_special_rows,
+                                        write_original_outputs)
 from bert_tf.errors import UserInputError
 from bert_tf.gpt.config import GptConfig, GptConfigError
 from bert_tf.gpt.generation import (SAMPLERS, SCORE_KINDS, Generation, GenerationInputError,
@@ -63,7 +64,6 @@ __all__ = ["GptCausalLM", "read_gpt_config_json", "GenerateOptions", "ScoreOptio
            "DEFAULT_SPECIAL_ROWS_SEED", "preset_gpt_config"]
 
 CONFIG_FILE = "config.json"
-SPECIAL_ROWS_FILE = "special_rows.npy"
 ENCODER_FILE = "encoder_bpe_40000.json"
 BPE_FILE = "vocab_40000.bpe"
 DEFAULT_SPECIAL_ROWS_SEED = TRAIN_PY_SEED  # train.py's --seed default (42)
@@ -472,25 +472,12 @@ class GptCausalLM(keras.Model):
     def _load_original(self, params: str, extras: Mapping[str, Any],
                        special_rows_seed: int | None) -> None:
         c = self.config
-        rows_file = os.path.join(params, SPECIAL_ROWS_FILE)
         seed = special_rows_seed if special_rows_seed is not None else extras.get(
             "seed", DEFAULT_SPECIAL_ROWS_SEED)
         n_transfer = extras.get("n_transfer", c.n_layer)
         load_original_params(self.transformer, params, n_transfer=n_transfer, seed=seed)
-        if io_utils.exists(rows_file):
-            with io_utils.open_file(rows_file, "rb") as f:
-                try:
-                    rows = np.load(f)
-                except (OSError, ValueError) as e:
-                    raise OriginalParamsError(f"{rows_file}: not a readable .npy array: {e}") \
-                        from e
-            if rows.shape != (c.n_special, c.n_embd):
-                raise OriginalParamsError(f"{rows_file}: shape {list(rows.shape)}; expected "
-                                          f"[{c.n_special}, {c.n_embd}] (n_special, n_embd)")
-            we = self.transformer.embedding.we
-            table = np.array(we.numpy())
-            table[c.n_vocab:c.first_position_id] = rows
-            we.assign(table)
+        rows_file = load_special_rows(self.transformer, params)
+        if rows_file:
             logging.info("special-token rows read from %s", rows_file)
         else:
             logging.info("special-token rows drawn as train.py draws them, seed %d (no %s in %s)",
@@ -523,8 +510,6 @@ class GptCausalLM(keras.Model):
         if existing and not overwrite:
             raise UserInputError(f"{existing[0]}: exists; refusing to overwrite (pass "
                                  "overwrite=True)")
-        from bert_tf.runs.gpt_pretraining import write_original_outputs
-
         # params + config.json + special_rows.npy, as a GPT pretraining run writes them
         write_original_outputs(self.transformer, folder, overwrite=overwrite)
         if self._tokenizer_files:
