@@ -270,7 +270,8 @@ class InGraphBpeEncoder(tf.Module):
             return new_values, new_splits, tf.reduce_any(select)
 
         values, splits, _ = tf.while_loop(
-            lambda v, s, changed: changed, merge_step, (values, splits, tf.constant(True)),
+            # no symbols at all (every text empty): no step (its shapes assume one symbol)
+            lambda v, s, changed: changed, merge_step, (values, splits, tf.size(values) > 0),
             shape_invariants=(tf.TensorShape([None]), tf.TensorShape([None]),
                               tf.TensorShape([])))
         words = tf.strings.reduce_join(tf.RaggedTensor.from_row_splits(values, splits), axis=-1,

@@ -185,6 +185,9 @@ def test_issue_32_reviews_end_to_end():
     bad = [name for name, group in picked.items() for t in group
            if got[texts.index(t)] != python_encoder.encode_text(t)]
     assert not bad, f"ids differ for reviews of: {bad}"
+    # a batch of only empty texts (no symbol to merge) gives empty rows, as the Python encoder
+    assert in_graph.encode(tf.constant(["", "  \n "])).to_list() == [
+        python_encoder.encode_text(""), python_encoder.encode_text("  \n ")] == [[], []]
 
 
 @pytest.mark.slow
