@@ -121,6 +121,16 @@ def test_grpc_without_the_package_says_what_to_install(monkeypatch):
         grpc_predict_request("bert", {"text": ["a"]})
 
 
+def _send_json(handler, reply, code: int = 200) -> None:
+    """Writes `reply` as a JSON HTTP response from an http.server handler (the fake servers)."""
+    data = json.dumps(reply).encode()
+    handler.send_response(code)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
 def test_rest_round_trip_against_a_canned_server():
     """rest_predict posts the JSON to the :predict URL and parses the reply; an error reply
     (HTTP 400 with {"error": ...}, as TF Serving sends) becomes a ServingError."""
@@ -139,12 +149,7 @@ def test_rest_round_trip_against_a_canned_server():
                 reply, code = {"error": "Serving signature name: \"missing\" not found"}, 400
             else:
                 reply, code = {"outputs": {"label_ids": [1], "labels": ["positive"]}}, 200
-            data = json.dumps(reply).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            _send_json(self, reply, code)
 
         def log_message(self, *args):
             pass
@@ -325,12 +330,7 @@ def _tf_serving_rest_server(loaded):
                                          for i in range(n)]}
             else:
                 reply = {"outputs": {k: jsonable(v) for k, v in outputs.items()}}
-            data = json.dumps(reply).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            _send_json(self, reply)
 
         def log_message(self, *args):
             pass
