@@ -31,7 +31,8 @@ Top-level names (imported on first use, so `import bert_tf` does not import Tens
   list_presets       the preset names (the published configs of official_configs/models/).
   GptCausalLM        GPT-1 as a language model: from_pretrained (OpenAI's released folder, the
                      preset "openai-gpt"), generate (greedy, sampling, beam; KV cache), score.
-  BertTextClassifier, BertTextEmbedder, BertTextTokenClassifier, BertTextPreprocessor
+  BertTextClassifier, BertTextEmbedder, BertTextTokenClassifier, BertQuestionAnswerer,
+  BertTextPreprocessor
                      raw-text Keras task models with their tokenizer inside (docs/text_models.md).
 
 `import bert_tf` also makes bert_tf's Keras classes known to `keras.models.load_model` without
@@ -49,7 +50,8 @@ from bert_tf.tasks.text_models import registration as _registration  # noqa: E40
 _registration.install()  # registration: `keras.models.load_model` finds bert_tf's classes
 
 __all__ = ["from_pretrained", "list_presets", "GptCausalLM", "BertTextClassifier",
-           "BertTextEmbedder", "BertTextPreprocessor", "BertTextTokenClassifier"]
+           "BertTextEmbedder", "BertTextPreprocessor", "BertTextTokenClassifier",
+           "BertQuestionAnswerer"]
 
 _LAZY = {"from_pretrained": ("bert_tf.pretrained", "from_pretrained"),
          "list_presets": ("bert_tf.presets", "list_presets"),
@@ -60,7 +62,9 @@ _LAZY = {"from_pretrained": ("bert_tf.pretrained", "from_pretrained"),
          "BertTextPreprocessor": ("bert_tf.tasks.text_models.preprocessors",
                                   "BertTextPreprocessor"),
          "BertTextTokenClassifier": ("bert_tf.tasks.text_models.token_classifier",
-                                     "BertTextTokenClassifier")}
+                                     "BertTextTokenClassifier"),
+         "BertQuestionAnswerer": ("bert_tf.tasks.text_models.question_answerer",
+                                  "BertQuestionAnswerer")}
 
 
 def __getattr__(name: str):
