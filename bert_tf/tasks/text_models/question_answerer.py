@@ -86,20 +86,25 @@ def _rows(items, what: str) -> list:
                              f"{type(items).__name__}") from e
 
 
+def _item(value):
+    """A numpy scalar (or 0-d array) -> its Python value; other values as they are."""
+    return value.item() if isinstance(value, (np.generic, np.ndarray)) else value
+
+
 def _unbatch(element) -> list:
     """One dataset element (a dict or tuple of numpy values, scalars or [B] batches) -> rows."""
     if isinstance(element, dict):
         columns = {k: np.asarray(v) for k, v in element.items()}
         if all(v.ndim == 0 for v in columns.values()):
-            return [{k: v.item() for k, v in columns.items()}]
+            return [{k: _item(v) for k, v in columns.items()}]
         size = len(next(iter(columns.values())))
-        return [{k: v[i].item() for k, v in columns.items()} for i in range(size)]
+        return [{k: _item(v[i]) for k, v in columns.items()} for i in range(size)]
     columns = [np.asarray(v) for v in (element if isinstance(element, tuple) else (element,))]
     if all(v.ndim == 0 for v in columns):
-        return [tuple(v.item() for v in columns)]
+        return [tuple(_item(v) for v in columns)]
     if len(columns) == 1:  # a [B, k] array
         return [tuple(r.tolist()) for r in columns[0]]
-    return [tuple(v[i].item() for v in columns) for i in range(len(columns[0]))]
+    return [tuple(_item(v[i]) for v in columns) for i in range(len(columns[0]))]
 
 
 def _columns(x, keys: Sequence[str], what: str) -> list[tuple]:
