@@ -46,9 +46,10 @@ def gelu_xla(x: tf.Tensor) -> tf.Tensor:
     the result rounded once to the input's dtype.
     """
     x = tf.convert_to_tensor(x)
-    if x.dtype in (tf.bfloat16, tf.float16):
-        return tf.cast(_gelu_xla(tf.cast(x, tf.float32)), x.dtype)
-    return _gelu_xla(x)
+    with tf.name_scope("gelu_xla"):  # names the XLA call ops (bench/profile_train_step.py)
+        if x.dtype in (tf.bfloat16, tf.float16):
+            return tf.cast(_gelu_xla(tf.cast(x, tf.float32)), x.dtype)
+        return _gelu_xla(x)
 
 
 @tf.custom_gradient
@@ -56,7 +57,8 @@ def _gelu_xla(x: tf.Tensor):
     y, t = _gelu_forward_xla(x)
 
     def grad(dy):
-        return _gelu_backward_xla(dy, x, t)
+        with tf.name_scope("gelu_xla_grad"):
+            return _gelu_backward_xla(dy, x, t)
 
     return y, grad
 
