@@ -54,7 +54,8 @@ from bert_tf.modeling.dropout import dropout_masks_at_padded_length
 from bert_tf.modeling.recompute import enable_recompute
 from bert_tf.progress import progress_bar
 from bert_tf.training.accumulation import MemoryOptions, accumulate_gradients, check_accumulation
-from bert_tf.training.length_batching import DEFAULT_LENGTH_MULTIPLE, trim_padding
+from bert_tf.training.length_batching import (DEFAULT_LENGTH_MULTIPLE, cached_model_function,
+                                           trim_padding)
 from bert_tf.training.distribution import (check_global_batch, check_model_in_scope,
                                            check_tpu_paths, is_chief, is_tpu_strategy,
                                            resolve_strategy)
@@ -611,7 +612,10 @@ def predict_arrays(model: keras.Model, arrays: Mapping[str, np.ndarray], batch_s
     (`_predict_with_strategy`); the replicas' outputs are gathered back in example order. The
     last partial batch is padded (repeating its last row) to the full batch, so that every
     replica has the same static shape (as TPUs need) and the step is traced once; the padded
-    rows' outputs are dropped.
+    rows' outputs are dropped. Either path's `tf.function` is kept with the model
+    (`length_batching.cached_model_function`): repeated calls (evaluation every epoch, then
+    prediction; a user's loop) trace it once per model, outputs and input signature (and, on
+    the padded path, batch size), not once per call.
 
     Args:
       model: built model (under the strategy's scope when the strategy has several replicas).
@@ -673,17 +677,26 @@ def _predict_with_strategy(model: keras.Model, inputs: Mapping[str, np.ndarray],
                                                                    drop_remainder=True)
         return ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id).prefetch(2)
 
-    def replica_step(batch):
-        outputs = model(batch, training=False)
-        missing = [k for k in output_keys if k not in outputs]
-        if missing:
-            raise ValueError(f"the model has no outputs {missing} (it has {sorted(outputs)})")
-        return {k: outputs[k] for k in output_keys}
+    def make_predict_step(model_ref):
+        def replica_step(batch):
+            outputs = model_ref()(batch, training=False)
+            missing = [k for k in output_keys if k not in outputs]
+            if missing:
+                raise ValueError(f"the model has no outputs {missing} (it has {sorted(outputs)})")
+            return {k: outputs[k] for k in output_keys}
 
-    @tf.function
-    def predict_step(iterator):
-        per_replica = strategy.run(replica_step, args=(next(iterator),))
-        return {k: strategy.gather(v, axis=0) for k, v in per_replica.items()}
+        @tf.function
+        def predict_step(iterator):
+            per_replica = strategy.run(replica_step, args=(next(iterator),))
+            return {k: strategy.gather(v, axis=0) for k, v in per_replica.items()}
+
+        return predict_step
+
+    # Kept with the model: traced once per strategy, outputs and batch shape (the iterator's
+    # element spec), not once per call. The strategy is held by the function, so its id stays
+    # its own while the entry lives.
+    predict_step = cached_model_function(
+        model, ("predict_with_strategy", id(strategy), output_keys), make_predict_step)
 
     parts: dict[str, list[np.ndarray]] = {k: [] for k in output_keys}
     if num_examples:

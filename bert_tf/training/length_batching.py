@@ -10,7 +10,9 @@ positions never feed real ones), up to float rounding, so cutting the padding is
     sliced to its longest example rounded up to a multiple of `length_multiple` (8 by default;
     at most max_seq_length / length_multiple shapes), run through one `tf.function` traced for
     a dynamic sequence length, and the outputs are returned in the ORIGINAL example order, with
-    per-position outputs ([N, S, ...]) padded back to `max_seq_length`.
+    per-position outputs ([N, S, ...]) padded back to `max_seq_length`. That `tf.function` is
+    kept with the model (`cached_model_function`): a user who predicts repeatedly, at any batch
+    size or length, traces it once per model and input signature, not once per call.
   * `trim_padding(batch, length_multiple)`: the same cut for one training batch (tf.data /
     graph ops), for a training loop that keeps its batch composition.
 
@@ -25,13 +27,14 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from typing import Mapping, Sequence
+import weakref
+from typing import Any, Callable, Hashable, Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["DEFAULT_LENGTH_MULTIPLE", "LengthBatch", "example_lengths", "plan_length_batches",
-           "predict_length_bucketed", "round_up_length", "trim_padding"]
+__all__ = ["DEFAULT_LENGTH_MULTIPLE", "LengthBatch", "cached_model_function", "example_lengths",
+           "plan_length_batches", "predict_length_bucketed", "round_up_length", "trim_padding"]
 
 # Cut lengths are rounded up to a multiple of this. The sequence axis is dynamic in the one
 # traced graph, so the multiple does not add graphs; on CPU a [32, L] MiniLM forward costs the
@@ -109,6 +112,42 @@ def plan_length_batches(lengths: np.ndarray, batch_size: int, max_seq_length: in
             for start in range(0, len(order), batch_size)]
 
 
+# model -> {key: function}. Weak keys: a cached function reaches its model through a weakref
+# only (`cached_model_function`), so dropping the model drops its functions.
+_MODEL_FUNCTIONS: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
+
+
+def cached_model_function(model, key: Hashable, factory: Callable[[Callable[[], Any]], Any]):
+    """The function `factory(model_ref)` built once per model, key and set of model variables.
+
+    Prediction runs its model in a `tf.function`; building a new one per call re-traces the
+    whole model every call (seconds for BERT, more than the prediction of a few hundred
+    examples). This keeps the function with the model instead, so its traces are reused.
+
+    Args:
+      model: the model the function runs (weak-referenceable, e.g. a `keras.Model`).
+      key: what else the function depends on (output keys, input signature, strategy...).
+      factory: `model_ref -> function`; the function must reach the model only through
+        `model_ref()` (a weakref), never hold it, or the model would never be freed.
+
+    Returns:
+      The cached function. It is rebuilt when the model's variables change (e.g. LoRA
+      adapters added), since a traced graph captures the variables it read.
+    """
+    variables = tuple(id(v) for v in getattr(model, "variables", ()))
+    full_key = (key, variables)
+    try:
+        per_model = _MODEL_FUNCTIONS.setdefault(model, {})
+    except TypeError:  # not weak-referenceable: no cache (a plain function per call)
+        return factory(lambda: model)
+    function = per_model.get(full_key)
+    if function is None:
+        for stale in [k for k in per_model if k[0] == key]:  # same key, older variables
+            del per_model[stale]
+        function = per_model[full_key] = factory(weakref.ref(model))
+    return function
+
+
 def _progress_bar(num_examples: int, enabled: bool):
     if not enabled or not num_examples:
         return None
@@ -169,14 +208,23 @@ def predict_length_bucketed(model, arrays: Mapping[str, np.ndarray], batch_size:
     signature = {k: tf.TensorSpec([None, *v.shape[1:-1], None if k in cut else v.shape[-1]],
                                   tf.as_dtype(v.dtype)) for k, v in inputs.items()}
 
-    @tf.function(input_signature=[signature])
-    def predict_step(batch):
-        outputs = model(batch, training=False)
-        missing = [k for k in output_keys if k not in outputs]
-        if missing:
-            raise ValueError(f"the model has no outputs {missing} (it has {sorted(outputs)})")
-        return {k: outputs[k] for k in output_keys}
+    def make_predict_step(model_ref):
+        @tf.function(input_signature=[signature])
+        def predict_step(batch):
+            outputs = model_ref()(batch, training=False)
+            missing = [k for k in output_keys if k not in outputs]
+            if missing:
+                raise ValueError(f"the model has no outputs {missing} (it has {sorted(outputs)})")
+            return {k: outputs[k] for k in output_keys}
 
+        return predict_step
+
+    # Traced once per model, outputs and signature (batch and length axes are dynamic), and
+    # reused by every later call (evaluation each epoch, then prediction, ...).
+    signature_key = tuple(sorted((k, tuple(s.shape.as_list()), s.dtype.name)
+                                 for k, s in signature.items()))
+    predict_step = cached_model_function(
+        model, ("predict_length_bucketed", output_keys, signature_key), make_predict_step)
     structure = predict_step.get_concrete_function().structured_outputs
     per_position = {k for k in output_keys
                     if structure[k].shape.rank >= 2 and structure[k].shape[1] is None}
