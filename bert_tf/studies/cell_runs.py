@@ -111,6 +111,65 @@ def pretrain_bert(cell_dir: str, variant: Variant, scale: Scale, data: dict, see
     return result
 
 
+def held_out_masked_lm(cell_dir: str, variant: Variant, scale: Scale, data: dict,
+                       pretraining: dict, seed: int, batch_size: int = 64) -> dict:
+    """BERT Table 6's "LM (ppl)" with per-sequence scores for the paired bootstrap: the
+    pretraining cell's checkpoint scored on ONE held-out masked-LM file shared by every
+    variant and pretraining seed of a study (written here from the data cell's held-out corpus
+    with the study's `seed`, dupe_factor 1, the variant's masking; identical for the variants
+    of one data recipe, so their sequences pair).
+
+    Returns {"metric": "held_out_masked_lm_perplexity", "value": exp(sum nll / sum n),
+    "sequences": N, "predictions": sum n, "per_example": PerExample("nll", counts [N, 2] of
+    (summed masked-LM cross-entropy, weighted predictions) per sequence) json}."""
+    import tensorflow as tf
+
+    from bert_tf.modeling import BertPretrainer
+    from bert_tf.pretraining_data import PretrainingDataOptions, create_pretraining_data
+    from bert_tf.pretraining_data.tfrecord_reader import pretraining_dataset
+    from bert_tf.studies.statistics import PerExample
+    from bert_tf.tokenization import FullTokenizer
+    from bert_tf.training.finetuning import init_model
+
+    if not data.get("held_out_corpus"):
+        raise ValueError("the data cell has no held-out corpus: the scale holds out no "
+                         "documents (Scale.held_out_every)")
+    seq = scale.max_seq_length
+    mask, keep, rnd = variant.masking
+    options = PretrainingDataOptions(
+        max_seq_length=seq, max_predictions_per_seq=max(1, round(0.15 * seq)), dupe_factor=1,
+        random_seed=seed, next_sentence_prediction=variant.objective == "mlm+nsp",
+        mask_token_prob=mask, keep_token_prob=keep, random_token_prob=rnd)
+    held_file = os.path.join(cell_dir, "held_out.tfrecord")
+    if not os.path.exists(held_file):  # written atomically: present = complete
+        create_pretraining_data(data["held_out_corpus"], held_file,
+                                FullTokenizer(data["vocab_file"],
+                                              do_lower_case=scale.do_lower_case),
+                                options, log_examples=0, vocab_file=data["vocab_file"])
+    model = BertPretrainer(bert_config(scale, data["vocab_size"]))
+    init_model(model, pretraining["checkpoint"])
+    counts = []
+    for batch in pretraining_dataset(held_file, seq, options.max_predictions_per_seq,
+                                     batch_size, False, repeat=False):
+        logits = model({"input_word_ids": batch["input_ids"],
+                        "input_mask": batch["input_mask"],
+                        "input_type_ids": batch["segment_ids"],
+                        "masked_lm_positions": batch["masked_lm_positions"]},
+                       training=False)["masked_lm_logits"]            # [B, P, V]
+        log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
+        ids = tf.cast(batch["masked_lm_ids"], tf.int32)
+        nll = -tf.gather(log_probs, ids, axis=-1, batch_dims=2)          # [B, P]
+        weights = tf.cast(batch["masked_lm_weights"], tf.float32)
+        counts.append(np.stack([tf.reduce_sum(nll * weights, -1).numpy(),
+                                tf.reduce_sum(weights, -1).numpy()], axis=-1))
+    if not counts:
+        raise ValueError(f"{held_file}: no held-out sequence to score")
+    cell = PerExample("nll", counts=np.concatenate(counts).astype(np.float64))
+    return {"metric": "held_out_masked_lm_perplexity", "value": round(float(cell.metric()), 3),
+            "sequences": int(cell.size), "predictions": int(cell.counts[:, 1].sum()),
+            "data_seed": seed, "per_example": cell.to_json()}
+
+
 class BertStudyTrainer(PretrainingTrainer):
     """`PretrainingTrainer`; `mlm_only=True` minimises the masked-LM loss alone (BERT Table 5's
     No NSP: the data has single segments, the NSP loss is logged, not trained)."""
@@ -483,8 +542,9 @@ def finetune_ner(cell_dir: str, variant: Variant, scale: Scale, data: dict, task
                  seed: int, pretraining: dict | None) -> dict:
     """BERT Table 7: CoNLL-2003 NER, fine-tuned (`BertTokenClassifier`) or feature-based
     (`FeatureBasedTagger`: the frozen pretrained BERT's `variant.feature_layers` into a
-    randomly initialised two-layer BiLSTM of `hidden_size` units per direction); entity-level
-    F1 (conlleval) on the held-out sentences."""
+    randomly initialised two-layer BiLSTM of `hidden_size` units per direction); the
+    left-to-right model (`ltr_tagger.LtrTokenTagger`, GPT-1's optimizer; BERT Table 5's NER
+    column); entity-level F1 (conlleval) on the held-out sentences."""
     import random
 
     import keras
@@ -500,7 +560,24 @@ def finetune_ner(cell_dir: str, variant: Variant, scale: Scale, data: dict, task
     tokenizer = FullTokenizer(data["vocab_file"], do_lower_case=scale.do_lower_case)
     config = bert_config(scale, data["vocab_size"])
     keras.utils.set_random_seed(seed)
-    if variant.feature_layers is None:
+    model_inputs, input_keys, optimizer_fn = None, None, None
+    if variant.model == "gpt":
+        from bert_tf.gpt.input_transforms import SpecialTokens
+        from bert_tf.studies.ltr_tagger import LtrTokenTagger, gpt_tagger_token_ids
+
+        config = gpt_config(scale, data["vocab_size"])
+        special, vocab = SpecialTokens.for_config(config), tokenizer.vocab
+        input_keys = ("token_ids", "mask")
+
+        def model_inputs(arrays: dict) -> dict:
+            out = {"token_ids": gpt_tagger_token_ids(arrays["input_word_ids"],
+                                                     arrays["input_mask"], vocab["[CLS]"],
+                                                     vocab["[SEP]"], special),
+                   "mask": arrays["input_mask"].astype(np.float32)}
+            return {**out, **{k: arrays[k] for k in ("label_ids",) if k in arrays}}
+
+        model = LtrTokenTagger(config, len(task.labels), bilstm=variant.head == "bilstm")
+    elif variant.feature_layers is None:
         from bert_tf.modeling import BertTokenClassifier
 
         model = BertTokenClassifier(config, len(task.labels))
@@ -510,7 +587,6 @@ def finetune_ner(cell_dir: str, variant: Variant, scale: Scale, data: dict, task
         model = FeatureBasedTagger(config, len(task.labels),
                                    feature_layers=variant.feature_layers,
                                    lstm_units=scale.hidden_size, lstm_layers=2)
-    init_model(model, pretraining["checkpoint"] if pretraining else None)
     features = convert_sentences_to_features(task.train, tokenizer, task.labels, seq,
                                              max(1, seq // 2), log_examples=0)
     random.Random(seed).shuffle(features)
@@ -519,15 +595,27 @@ def finetune_ner(cell_dir: str, variant: Variant, scale: Scale, data: dict, task
     steps, warmup = num_train_and_warmup_steps(len(task.train), scale.finetuning_batch,
                                                scale.finetuning_epochs, 0.1)
     steps = max(1, steps)
+    if model_inputs is None:
+        init_model(model, pretraining["checkpoint"] if pretraining else None)
+    else:
+        train = model_inputs(train)
+        _init_gpt(model, train, input_keys, variant, config, pretraining, seed)
+        optimizer_fn = lambda: _gpt_optimizer(scale.finetuning_lr, steps)  # noqa: E731
     train_model(model, train, ner_loss_fn, FinetuneOptions(
         output_dir=os.path.join(cell_dir, "finetuning"), learning_rate=scale.finetuning_lr,
         num_train_steps=steps, num_warmup_steps=warmup,
         train_batch_size=scale.finetuning_batch, save_checkpoints_steps=steps,
-        keep_checkpoint_max=1, seed=seed, progress=False, plot_curves=False))
+        keep_checkpoint_max=1, seed=seed, progress=False, plot_curves=False),
+        **({} if model_inputs is None else {"input_keys": input_keys,
+                                            "optimizer_fn": optimizer_fn}))
     held_features = convert_sentences_to_features(task.held_out, tokenizer, task.labels, seq,
                                                   max(1, seq // 2), log_examples=0)
     arrays = features_to_arrays(held_features)
-    logits = predict_arrays(model, arrays, 64, ["logits"], progress=False)["logits"]
+    if model_inputs is not None:
+        arrays = {**model_inputs(arrays), "predict_mask": arrays["predict_mask"]}
+    logits = predict_arrays(model, arrays, 64, ["logits"], progress=False,
+                            **({} if input_keys is None else {"input_keys": input_keys})
+                            )["logits"]
     predictions = word_predictions(held_features, np.argmax(logits, axis=-1), task.held_out,
                                    task.labels)
     scored = score_predictions(task.held_out, predictions)

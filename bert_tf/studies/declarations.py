@@ -166,12 +166,18 @@ class NerColumn:
       fallback_layers: the choice used where the variant's model has fewer layers than
         `feature_layers` reads (concat_last_four needs four; the tiny and small scales' models
         have two): it is named in the cell key and the table, never passed off as the paper's.
+      scales: the scales that run this column (empty: every scale). BERT Table 5's NER column
+        runs at small and base only: the tiny scale stays self-contained (no CoNLL files).
     """
 
     name: str
     paper_column: str
     feature_layers: str | None = None
     fallback_layers: str | None = None
+    scales: tuple[str, ...] = ()
+
+    def runs_at(self, scale: "Scale") -> bool:
+        return not self.scales or scale.name in self.scales
 
     def layers_at(self, num_layers: int) -> str | None:
         """The feature choice run for a model of `num_layers` layers (None: fine-tuned)."""
@@ -272,7 +278,8 @@ class Study:
     def data_tasks(self, scale: "Scale") -> tuple[str, ...]:
         """Every task whose data this study reads at `scale` (the task set's, then NER's)."""
         return tuple(dict.fromkeys(
-            self.tasks(scale) + ((scale.ner_task,) if self.ner_columns else ())))
+            self.tasks(scale) + ((scale.ner_task,) if any(
+                c.runs_at(scale) for c in self.ner_columns) else ())))
 
     def evaluations(self, scale: "Scale") -> tuple[Evaluation, ...]:
         """The grid at `scale`, row by row: each variant on each task of the task set, then in
@@ -281,7 +288,7 @@ class Study:
             e for v in self.variants for e in (
                 *(Evaluation(v, v, task, task) for task in self.tasks(scale)),
                 *(Evaluation(v, c.variant_at(v, scale), scale.ner_task, c.name, c.paper_column)
-                  for c in self.ner_columns)))
+                  for c in self.ner_columns if c.runs_at(scale))))
 
     def at_scale(self, scale: "Scale", only: tuple[str, ...] = ()) -> "Study":
         """This study with the variants that apply at `scale` (and, when `only` is given, the
@@ -312,6 +319,9 @@ BERT_TABLE5 = Study(
                 paper=dict(zip(_T5, (82.1, 84.1, 75.7, 91.6, 84.9)))),
         Variant("no_pretraining", "No pre-training (BERT, random init)", pretrained=False),
     ),
+    # Not in the paper's Table 5: issue 33's "MLM > LTR on NER" (the left-to-right model
+    # tags from the left context only, `ltr_tagger`); small and base only.
+    ner_columns=(NerColumn("NER fine-tune", "", scales=("small", "base")),),
     cloze=True)
 
 _T8 = ("MNLI fine-tune", "NER fine-tune", "NER feature-based")
@@ -657,6 +667,12 @@ CLAIMS: tuple[Claim, ...] = (
           "NSP's effect on SQuAD (paper +0.6)"),
     _null("t5_mlm_vs_ltr_sst2", BERT_TABLE5, "SST-2", "no_nsp", "ltr_no_nsp", "SST-2",
           "MLM vs LTR on SST-2 (paper +0.5)"),
+    Claim("t5_mlm_over_ltr_ner", BERT_TABLE5.name, "NER fine-tune", "no_nsp", "ltr_no_nsp",
+          None, primary=True,
+          text="MLM > LTR on CoNLL-2003 NER (fine-tuned; not a column of the paper's Table 5)"),
+    Claim("t5_bilstm_over_ltr_ner", BERT_TABLE5.name, "NER fine-tune", "ltr_bilstm",
+          "ltr_no_nsp", None,
+          text="LTR + BiLSTM > LTR on NER (the BiLSTM adds the right context)"),
     # BERT Table 8: 0/0/100 the worst; the other mixtures within a point of 80/10/10.
     Claim("t8_80_10_10_over_0_0_100_features", BERT_TABLE8.name, "NER feature-based",
           "mask80_10_10", "mask0_0_100", 0.3,
@@ -670,6 +686,16 @@ CLAIMS: tuple[Claim, ...] = (
           4.5, primary=True, text="12/768/12 > 3/768/12 on SST-2 (paper 92.9 vs 88.4)"),
     Claim("t6_l6_over_l3_sst2", BERT_TABLE6.name, "SST-2", "L6_H768_A12", "L3_H768_A12", 2.9,
           text="6/768/12 > 3/768/12 on SST-2 (paper 91.3 vs 88.4)"),
+    # BERT Table 6: the larger model lower held-out masked-LM perplexity (paired over the
+    # sequences of one shared held-out file; `cell_runs.held_out_masked_lm`).
+    Claim("t6_l12_over_l3_ppl", BERT_TABLE6.name, "LM (ppl)", "L12_H768_A12", "L3_H768_A12",
+          1.85, primary=True, lower_is_better=True,
+          text="12/768/12 lower held-out masked-LM perplexity than 3/768/12 (paper 3.99 vs "
+               "5.84)"),
+    Claim("t6_l6_over_l3_ppl", BERT_TABLE6.name, "LM (ppl)", "L6_H768_A12", "L3_H768_A12",
+          1.16, lower_is_better=True,
+          text="6/768/12 lower held-out masked-LM perplexity than 3/768/12 (paper 4.68 vs "
+               "5.84)"),
     # BERT Table 7: fine-tuned >= best feature-based >= embeddings only.
     Claim("t7_finetuned_over_embeddings", BERT_TABLE7.name, "conll2003", "fine_tuned",
           "features_embeddings", 5.4, primary=True,

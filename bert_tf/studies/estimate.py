@@ -62,6 +62,11 @@ class CellEstimate:
     seconds: float
 
 
+HELD_OUT_SEQUENCES = 1000
+"""About the held-out masked-LM sequences of `small`'s held-out documents (1% of the IMDb
+corpus at length 192, dupe_factor 1): the Table 6 held-out cells' forward passes."""
+
+
 def estimate_grid(studies, scale, seeds: list[int], pretraining_seeds: list[int]
                   ) -> list[CellEstimate]:
     """One `CellEstimate` per distinct cell of the grid (as `run._run` builds it)."""
@@ -117,6 +122,18 @@ def estimate_grid(studies, scale, seeds: list[int], pretraining_seeds: list[int]
                     tokens = scale.cloze_items * k * scale.max_seq_length
                     for p in pretraining_seeds:
                         add("cloze", f"{v.pretraining_cell(scale)}/p{p}",
+                            OVERHEAD_S["zero_shot"] + RATE["bert_finetuning"] / 3 * tokens
+                            * _size(layers, hidden, scale.max_seq_length))
+        if study.pretraining_paper_column and (scale.held_out_every
+                                               or scale.corpus == "embedded"):
+            # Table 6's per-sequence held-out masked-LM scores: forward passes over ~1% of the
+            # corpus (every 100th document), plus writing that file once per cell.
+            for v in study.variants:
+                if v.pretraining_key and v.model == "bert":
+                    layers, hidden, _ = v.model_size(scale)
+                    tokens = HELD_OUT_SEQUENCES * scale.max_seq_length
+                    for p in pretraining_seeds:
+                        add("held_out", f"{v.pretraining_cell(scale)}/p{p}",
                             OVERHEAD_S["zero_shot"] + RATE["bert_finetuning"] / 3 * tokens
                             * _size(layers, hidden, scale.max_seq_length))
         if study.zero_shot:

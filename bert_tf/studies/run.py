@@ -210,6 +210,7 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
     zs_cells: dict[str, tuple] = {}
     base_cells: dict[str, str] = {}
     cloze_cells: dict[str, tuple] = {}
+    held_cells: dict[str, tuple] = {}
 
     def pre_key(v, pseed: int) -> str:
         return v.pretraining_cell(scale) + _pseed_suffix(pseed, options)
@@ -232,6 +233,15 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
             for p in variant_pseeds(e.run):
                 for seed in seeds:
                     ft_cells.setdefault(ft_key(e.run, e.task, p, seed), (e.run, e.task, p, seed))
+        if study.pretraining_paper_column and (scale.held_out_every
+                                               or scale.corpus == "embedded"):
+            # Per-sequence held-out masked-LM losses of every BERT pretraining of the study on
+            # one shared held-out file: the paired bootstrap of its perplexity claims.
+            for v in study.variants:
+                if v.pretraining_key and v.model == "bert":
+                    for p in pseeds:
+                        held_cells.setdefault(f"{pre_key(v, p)}/held_out_mlm/seed{options.seed}",
+                                              (v, p))
         if study.cloze and scale.cloze_items:
             base_cells.setdefault(f"cloze/items{scale.cloze_items}", "cloze")
             for v in study.variants:
@@ -246,7 +256,7 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
                     if task in study_data.ZERO_SHOT:
                         zs_cells.setdefault(f"{v.pretraining_cell(scale)}/{task}", (v, task))
     total = 1 + len(pre_cells) + len(base_cells) + len(ft_cells) + len(zs_cells) + \
-        len(cloze_cells)
+        len(cloze_cells) + len(held_cells)
     ran, skipped = [], []
     bar = tqdm(total=total, desc=f"study cells ({scale.name})", unit="cell")
     from absl import logging as absl_logging
@@ -331,6 +341,11 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
             cloze_results[key], _ = cell("cloze", key, lambda d, v=v, p=pseed: (
                 cell_runs.cloze_probe(d, v, v.sized_scale(scale), data,
                                       pre_results[pre_key(v, p)], options.seed)))
+        held_results = {}
+        for key, (v, pseed) in held_cells.items():
+            held_results[key], _ = cell("held_out", key, lambda d, v=v, p=pseed: (
+                cell_runs.held_out_masked_lm(d, v, v.sized_scale(scale), data,
+                                             pre_results[pre_key(v, p)], options.seed)))
         zs_results = {}
         for key, (v, task_name) in zs_cells.items():
             prompt, words = study_data.ZERO_SHOT[task_name]
@@ -366,6 +381,12 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
                                  "gate_passed": gate["gate_passed"], "gate": gate,
                                  "command": p.get("command", command),
                                  "cell": f"pretraining/{budget}/{pre_used[key]}"})
+                    held = held_results.get(f"{key}/held_out_mlm/seed{options.seed}")
+                    if held and "per_example" in held:
+                        # The claims' measure: the shared held-out file's perplexity.
+                        rows[-1]["shared_held_out_perplexity"] = held["value"]
+                        per_example[id(rows[-1])] = statistics.PerExample.from_json(
+                            held["per_example"])
             for e in study.evaluations(scale):
                 if e.variant is not v:
                     continue
@@ -480,8 +501,13 @@ def claim_rows(study: Study, study_rows: list[dict], per_example: dict) -> list[
     from bert_tf.studies.declarations import CLAIMS
     from bert_tf.studies.report import column_of
 
-    scored = [r for r in study_rows if r.get("kind") == "finetuning"]
-    columns = {column_of(r) for r in scored}
+    def column(r: dict) -> str:  # a pretraining row scores the study's perplexity column
+        return study.pretraining_paper_column if r.get("kind") == "pretraining" \
+            else column_of(r)
+
+    scored = [r for r in study_rows if r.get("kind") == "finetuning"
+              or (r.get("kind") == "pretraining" and id(r) in per_example)]
+    columns = {column(r) for r in scored}
     names = {v.name for v in study.variants}  # the variants run at this scale
     claims = [c for c in CLAIMS if c.study == study.name and c.column in columns
               and c.better in names and c.worse in names]
@@ -489,7 +515,7 @@ def claim_rows(study: Study, study_rows: list[dict], per_example: dict) -> list[
     passed: dict = {}
     missing: set = set()
     for r in scored:
-        key = (r["variant"], column_of(r))
+        key = (r["variant"], column(r))
         passed[key] = passed.get(key, True) and bool(r.get("gate_passed", True))
         if id(r) not in per_example:
             missing.add(key)

@@ -12,6 +12,9 @@ examples:
     kind "pearson"  pred [N], gold [N] reals        -> Pearson correlation (%)
     kind "f1_counts" counts [N, 3] (correct, guessed, gold) chunks per sentence
                                                     -> entity F1 (%) = 200 c / (g + t)
+    kind "nll"      counts [N, 2] (summed masked-LM cross-entropy, predictions) per held-out
+                    sequence                        -> perplexity = exp(sum nll / sum n)
+                                                       (not a %; lower is better)
 
 The verdict rule (`verdict`), fixed here and in the doc:
 
@@ -30,6 +33,9 @@ The verdict rule (`verdict`), fixed here and in the doc:
   95% interval of d lies inside the paper's effect +- NULL_MARGIN (equivalence), "differs"
   when the interval excludes that whole band, "inconclusive" otherwise; it takes no part in
   Holm's correction;
+* a claim on a lower-is-better measure (`Claim.lower_is_better`: BERT Table 6's held-out
+  perplexity) is tested on d = score(worse) - score(better), so that d > 0 is again the
+  paper's direction (a perplexity reduction) and the rule above applies unchanged;
 * a claim whose expected-better side has a cell under its gate (`gates`) is "inconclusive"
   with the reason "not learned" (the worse side may be under its gate: a model that learned
   nothing is a valid worse side).
@@ -48,7 +54,7 @@ NULL_MARGIN = 1.0
 """Points (of the task's % metric) around the paper's effect within which an expected null is
 said to hold."""
 VERDICTS = ("holds", "reversed", "inconclusive", "differs")
-KINDS = ("correct", "mean", "mcc", "pearson", "f1_counts")
+KINDS = ("correct", "mean", "mcc", "pearson", "f1_counts", "nll")
 
 
 class StatisticsError(ValueError):
@@ -70,6 +76,8 @@ class Claim:
         against it (equivalence), not as an ordering.
       primary: a claim the papers' large effects say must hold (docs/studies.md lists them).
       text: the claim in words.
+      lower_is_better: the column is a perplexity: `better` scores LOWER; `paper_effect` is
+        then the paper's worse - better (a reduction).
     """
 
     name: str
@@ -81,6 +89,7 @@ class Claim:
     expected_null: bool = False
     primary: bool = False
     text: str = ""
+    lower_is_better: bool = False
 
 
 @dataclasses.dataclass
@@ -91,7 +100,7 @@ class PerExample:
     values: np.ndarray | None = None   # [N] ("correct", "mean")
     pred: np.ndarray | None = None     # [N] ("mcc", "pearson")
     gold: np.ndarray | None = None     # [N]
-    counts: np.ndarray | None = None   # [N, 3] ("f1_counts")
+    counts: np.ndarray | None = None   # [N, 3] ("f1_counts"), [N, 2] ("nll")
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -131,6 +140,9 @@ class PerExample:
         if self.kind == "correct" or self.kind == "mean":
             scale = 100.0 if self.kind == "correct" else 1.0
             return scale * np.mean(take(self.values).astype(np.float64), axis=-1)
+        if self.kind == "nll":
+            c = take(self.counts).astype(np.float64).sum(axis=-2)  # [..., 2]
+            return np.exp(np.minimum(c[..., 0] / np.maximum(c[..., 1], 1.0), 50.0))
         if self.kind == "f1_counts":
             c = take(self.counts).astype(np.float64).sum(axis=-2)  # [..., 3]
             den = c[..., 1] + c[..., 2]
@@ -268,7 +280,8 @@ def judge_claims(claims: Sequence[Claim],
         out = {"name": claim.name, "study": claim.study, "column": claim.column,
                "better": claim.better, "worse": claim.worse,
                "paper_effect": claim.paper_effect, "expected_null": claim.expected_null,
-               "primary": claim.primary, "text": claim.text}
+               "primary": claim.primary, "text": claim.text,
+               "lower_is_better": claim.lower_is_better}
         a, b = (claim.better, claim.column), (claim.worse, claim.column)
         if a not in cells or b not in cells:
             missing = claim.better if a not in cells else claim.worse
@@ -279,6 +292,8 @@ def judge_claims(claims: Sequence[Claim],
         elif claim.expected_null and not (gate_passed.get(a, True)
                                           and gate_passed.get(b, True)):
             out.update(verdict="inconclusive", reason="not learned: a side is under its gate")
+        elif claim.lower_is_better:  # d = worse - better: a reduction is the paper's sign
+            out.update(paired_bootstrap(cells[b], cells[a], replicates, seed + i))
         else:
             out.update(paired_bootstrap(cells[a], cells[b], replicates, seed + i))
         results.append(out)

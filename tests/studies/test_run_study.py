@@ -248,8 +248,8 @@ def test_new_studies_on_a_reduced_grid(tmp_path):
     said = []
     result = run_study(options, say=said.append)
     # 1 data + 2 pretraining (BERT L1/H64/A2, GPT) + 1 baseline (topic) + 3 fine-tuning + 1
-    # zero-shot.
-    assert (len(result["ran"]), len(result["skipped"])) == (8, 0), result["ran"]
+    # zero-shot + 1 held-out (Table 6's per-sequence masked-LM scores).
+    assert (len(result["ran"]), len(result["skipped"])) == (9, 0), result["ran"]
     names = ["bert_model_size", "gpt_transfer_layers", "bert_vs_gpt_epochs"]
     rows = _check_outputs(out, names, tuple(variants.split(",")))
     with open(os.path.join(out, "results.md"), encoding="utf-8") as f:
@@ -257,6 +257,10 @@ def test_new_studies_on_a_reduced_grid(tmp_path):
     ppl = [r for r in rows if r["study"] == "bert_model_size" and r["kind"] == "pretraining"]
     assert len(ppl) == 1 and ppl[0]["metric"] == "held_out_masked_lm_perplexity"
     assert 1.0 < ppl[0]["value"] < 2000 and ppl[0]["model"] == "L1/H64/A2"
+    # The shared held-out file's perplexity: the same model on the same kind of data (its own
+    # masking draw), so close to the pretraining cell's own held-out figure.
+    shared = ppl[0]["shared_held_out_perplexity"]
+    assert 0.5 * ppl[0]["value"] < shared < 2.0 * ppl[0]["value"], (shared, ppl[0]["value"])
     # (10 pretraining steps: the row may be marked as under its gate, the topic task's baseline)
     assert re.search(r"\| #L=3 #H=768 #A=12( \(not learned: topic\))? \| L1/H64/A2 \| "
                      + re.escape(f"{ppl[0]['value']:.2f}") + r" \|", md)
@@ -277,7 +281,7 @@ def test_new_studies_on_a_reduced_grid(tmp_path):
                     "command"):
             assert key in r, (key, r)
     again = run_study(options, say=said.append)
-    assert (len(again["ran"]), len(again["skipped"])) == (0, 8)
+    assert (len(again["ran"]), len(again["skipped"])) == (0, 9)
     # A finished GPT cell made with another input transformation is stale: named, not reused.
     (gpt_row,) = [r for r in final if r["variant"] == "gpt"]
     done = os.path.join(out, "cells", gpt_row["cell"], "DONE.json")

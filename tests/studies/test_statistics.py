@@ -133,6 +133,64 @@ def test_claim_rows_and_the_report_of_a_study():
            "| SST-2 |" in md
 
 
+def _nll_cells(loss: float, seed: int, pre_seeds=(1, 2), n: int = 400):
+    """Per-sequence held-out masked-LM counts (summed cross-entropy, predictions) of a model
+    whose mean loss is `loss`, the sequences' difficulty shared by every model (paired)."""
+    rng0 = np.random.default_rng(0)
+    preds = rng0.integers(5, 30, n).astype(np.float64)
+    difficulty = rng0.normal(0, 0.5, n)
+    out = {}
+    for p in pre_seeds:
+        rng = np.random.default_rng(1000 * seed + p)
+        per_token = np.maximum(loss + difficulty + rng.normal(0, 0.2, n), 0.01)
+        out[p] = [PerExample("nll", counts=np.stack([per_token * preds, preds], -1))]
+    return out
+
+
+def test_a_perplexity_claim_is_lower_is_better():
+    """Table 6's held-out perplexity claims: the larger model's LOWER perplexity holds, a
+    higher one is reversed; the metric is exp(sum nll / sum predictions)."""
+    counts = np.array([[2.0, 1.0], [6.0, 3.0]])
+    assert PerExample("nll", counts=counts).metric() == pytest.approx(np.exp(8.0 / 4.0))
+    cells = {("big", "LM (ppl)"): _nll_cells(3.0, 1), ("small", "LM (ppl)"): _nll_cells(3.3, 2),
+             ("same", "LM (ppl)"): _nll_cells(3.3, 3)}
+    claims = [Claim("lower", "s", "LM (ppl)", "big", "small", 1.85, lower_is_better=True),
+              Claim("higher", "s", "LM (ppl)", "small", "big", 1.85, lower_is_better=True),
+              Claim("none", "s", "LM (ppl)", "same", "small", 1.85, lower_is_better=True)]
+    got = {r["name"]: r for r in judge_claims(claims, cells, replicates=500)}
+    assert got["lower"]["verdict"] == "holds"
+    expected = np.exp(3.3 + 0.0) - np.exp(3.0)  # roughly: the difficulty term shifts both
+    assert 0 < got["lower"]["ci_low"] < got["lower"]["diff"] < got["lower"]["ci_high"]
+    assert got["lower"]["diff"] == pytest.approx(expected, rel=0.5)
+    assert got["higher"]["verdict"] == "reversed" and got["higher"]["diff"] < 0
+    assert got["none"]["verdict"] == "inconclusive"
+
+
+def test_perplexity_claim_rows_from_pretraining_rows():
+    """run.py's claim rows of BERT Table 6 from its pretraining rows (the per-sequence
+    held-out scores `_run` attaches to them): the declared claims on "LM (ppl)"."""
+    from bert_tf.studies import STUDIES
+    from bert_tf.studies.run import claim_rows
+
+    study = STUDIES["bert_model_size"]
+    losses = {"L3_H768_A12": 3.4, "L6_H768_A12": 3.2, "L12_H768_A12": 3.0}
+    rows, per_example = [], {}
+    for k, (variant, loss) in enumerate(losses.items()):
+        for p, cells in _nll_cells(loss, k + 1).items():
+            row = {"study": study.name, "variant": variant, "task": "pretraining",
+                   "kind": "pretraining", "metric": "held_out_masked_lm_perplexity",
+                   "value": float(cells[0].metric()), "seed": p, "pretraining_seed": p,
+                   "gate_passed": True}
+            per_example[id(row)] = cells[0]
+            rows.append(row)
+    got = {r["variant"]: r for r in claim_rows(study, rows, per_example)}
+    assert got["t6_l12_over_l3_ppl"]["verdict"] == "holds"
+    assert got["t6_l12_over_l3_ppl"]["lower_is_better"] and got["t6_l12_over_l3_ppl"]["primary"]
+    assert got["t6_l6_over_l3_ppl"]["task"] == "LM (ppl)"
+    # Without per-sequence scores (cells written before they existed) no perplexity claim.
+    assert not [r for r in claim_rows(study, rows, {}) if r["task"] == "LM (ppl)"]
+
+
 def test_estimate_of_the_small_grid_fits_its_budget():
     """--estimate runs nothing and needs no data; the new small grid (2 pretraining x 3
     fine-tuning seeds) is declared within ~10 CPU-hours (docs/studies.md, "Method")."""
@@ -143,5 +201,6 @@ def test_estimate_of_the_small_grid_fits_its_budget():
     total = sum(c.seconds for c in got["estimate"]) / 3600
     assert 8.0 < total < 10.5 and "total: " in said[0]
     kinds = {c.kind for c in got["estimate"]}
-    assert kinds == {"data", "pretraining", "baseline", "finetuning", "cloze", "zero_shot"}
+    assert kinds == {"data", "pretraining", "baseline", "finetuning", "cloze", "held_out",
+                     "zero_shot"}
     assert sum(c.kind == "pretraining" for c in got["estimate"]) == 14  # 7 runs x 2 seeds

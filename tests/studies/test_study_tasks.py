@@ -265,3 +265,97 @@ def test_squad_split_fine_tunes_bert_and_the_left_to_right_model(tiny_setup):
         per_question = PerExample.from_json(r["per_example"])
         assert per_question.size == len(task.held_out)
         assert per_question.metric() == pytest.approx(r["value"], abs=0.01)
+
+
+def test_gpt_tagger_inputs_swap_bert_specials():
+    from bert_tf.gpt.input_transforms import SpecialTokens
+    from bert_tf.studies.ltr_tagger import gpt_tagger_token_ids
+
+    special = SpecialTokens(100, 101, 102)
+    ids = np.array([[2, 7, 8, 9, 3, 0], [2, 7, 3, 0, 0, 0]])
+    mask = (ids > 0).astype(np.int32)
+    got = gpt_tagger_token_ids(ids, mask, cls_id=2, sep_id=3, special=special)
+    np.testing.assert_array_equal(got, [[100, 7, 8, 9, 102, 0], [100, 7, 102, 0, 0, 0]])
+    assert ids[0, 0] == 2  # the BERT arrays are not modified
+    with pytest.raises(ValueError, match="holds 0 \\[SEP\\], expected 1"):
+        gpt_tagger_token_ids(ids[:, :3], mask[:, :3], 2, 3, special)
+
+
+def test_table5_scores_ner_at_small_only():
+    """BERT Table 5's NER column (issue 33's MLM > LTR on NER) is in the small and base grids,
+    not in the self-contained tiny one; its claims name it."""
+    from bert_tf.studies.declarations import CLAIMS
+
+    small, tiny = SCALES["small"], SCALES["tiny"]
+    study = BERT_TABLE5.at_scale(small)
+    ner = [e for e in study.evaluations(small) if e.task == small.ner_task]
+    assert {e.variant.name for e in ner} == {v.name for v in study.variants}
+    assert all(e.column == "NER fine-tune" for e in ner)
+    assert not [e for e in BERT_TABLE5.at_scale(tiny).evaluations(tiny)
+                if e.task == tiny.ner_task]
+    assert tiny.ner_task not in BERT_TABLE5.data_tasks(tiny)
+    names = {c.name: c for c in CLAIMS}
+    assert names["t5_mlm_over_ltr_ner"].column == "NER fine-tune"
+    assert names["t5_mlm_over_ltr_ner"].primary
+
+
+@pytest.mark.long
+def test_ltr_tagger_sees_only_the_left_unless_bilstm():
+    from bert_tf.gpt.config import GptConfig
+    from bert_tf.studies.ltr_tagger import LtrTokenTagger
+
+    config = GptConfig(n_vocab=50, n_special=3, n_ctx=12, n_embd=16, n_head=2, n_layer=2)
+    ids = np.random.default_rng(1).integers(1, 50, (2, 12)).astype(np.int32)
+    changed = ids.copy()
+    changed[:, 7] = (changed[:, 7] % 49) + 1
+    inputs = {"token_ids": ids, "mask": np.ones((2, 12), np.float32)}
+    for bilstm, left_moves in ((False, False), (True, True)):
+        model = LtrTokenTagger(config, 9, bilstm=bilstm)
+        a = model(inputs, training=False)["logits"].numpy()
+        b = model({**inputs, "token_ids": changed}, training=False)["logits"].numpy()
+        assert a.shape == (2, 12, 9)
+        moved = np.abs(a - b).max(axis=(0, 2)) > 1e-6
+        assert moved[7:].all()
+        assert moved[:7].any() == left_moves, (bilstm, moved)
+
+
+CONLL_DIR = os.path.join(DATA, "conll2003")
+
+
+@pytest.mark.long
+@pytest.mark.skipif(not os.path.exists(os.path.join(CONLL_DIR, "eng.train")),
+                    reason=f"{CONLL_DIR} not found: ../shared/data is absent")
+def test_ner_fine_tunes_the_left_to_right_model(tmp_path):
+    """A real CoNLL-2003 NER cell of BERT Table 5's LTR rows (with and without the BiLSTM),
+    from a "pretrained" left-to-right model in the original params format: entity F1 with its
+    per-sentence counts."""
+    import keras
+
+    from bert_tf.checkpoints.openai import save_original_params
+    from bert_tf.gpt.model import GptModel
+    from bert_tf.tokenization import build_wordpiece_vocab
+
+    task = study_data.load_ner_task(DATA, 160, 7)
+    task.held_out = task.held_out[:100]
+    text = tmp_path / "texts.txt"
+    with open(text, "w", encoding="utf-8") as f:
+        for sentence in task.train + task.held_out:
+            f.write(" ".join(sentence.words) + "\n")
+    vocab = str(tmp_path / "vocab.txt")
+    size = len(build_wordpiece_vocab([str(text)], vocab, vocab_size=2000, do_lower_case=True))
+    scale = dataclasses.replace(SCALES["tiny"], finetuning_epochs=1.0)
+    data = {"vocab_file": vocab, "vocab_size": size}
+    gpt = GptModel(cell_runs.gpt_config(scale, size), classifier=False, name="gpt")
+    gpt({"token_ids": np.zeros((1, scale.max_seq_length), np.int32)})
+    params = str(tmp_path / "gpt_params")
+    save_original_params(gpt, params)
+    variants = {v.name: v for v in BERT_TABLE5.variants}
+    for name in ("ltr_no_nsp", "ltr_bilstm"):
+        keras.backend.clear_session()
+        r = cell_runs.finetune_ner(str(tmp_path / name), variants[name], scale, data, task, 1,
+                                   {"params": params})
+        assert r["metric"] == "f1" and math.isfinite(r["value"]) and 0 <= r["value"] <= 100
+        assert r["steps"] == 5 and r["held_out_examples"] == 100
+        per_sentence = PerExample.from_json(r["per_example"])
+        assert per_sentence.size == 100
+        assert per_sentence.metric() == pytest.approx(r["value"], abs=0.01)
