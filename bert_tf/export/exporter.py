@@ -62,7 +62,8 @@ class ExportOptions:
         regression (classifier, gpt_classifier).
       label_list: label names in id order (classifier / ner / gpt_classifier); exported as the
         `labels` output. classifier without it and --num_labels: the labels.json that
-        run_classifier --task_name=csv|tsv|jsonl wrote next to --init_checkpoint, if any.
+        run_classifier --task_name=csv|tsv|jsonl wrote next to --init_checkpoint, if any;
+        ner: run_ner's label_list.txt there (else a labels.json).
       num_choices: multiple_choice.
       max_query_length, max_answer_length: squad.
       allow_untrained_head: export a task model whose checkpoint has no head weights (the head
@@ -152,14 +153,24 @@ RUN_LABELS_FILE = "labels.json"
 order, as a JSON list to this file of their --output_dir."""
 
 
-def run_label_list(init_checkpoint: str | None) -> list[str] | None:
-    """The label names a run_classifier own-data run wrote next to its checkpoints
-    (`labels.json` in the checkpoint's folder, or in `init_checkpoint` itself if it is a
-    folder); None when there is none."""
+RUN_NER_LABELS_FILE = "label_list.txt"
+"""run_ner writes its tags, in id order, one a line to this file of its --output_dir."""
+
+
+def run_label_list(init_checkpoint: str | None, model_type: str = "classifier"
+                   ) -> list[str] | None:
+    """The label names a fine-tuning run wrote next to its checkpoints (in the checkpoint's
+    folder, or in `init_checkpoint` itself if it is a folder): `labels.json` (run_classifier's
+    own-data runs); for `model_type="ner"` run_ner's `label_list.txt` first, then
+    `labels.json`. None when there is none."""
     if not init_checkpoint:
         return None
     folder = init_checkpoint if os.path.isdir(init_checkpoint) else os.path.dirname(
         init_checkpoint)
+    if model_type == "ner":
+        tags_path = os.path.join(folder, RUN_NER_LABELS_FILE)
+        if os.path.isfile(tags_path):
+            return _read_tag_lines(tags_path)
     path = os.path.join(folder, RUN_LABELS_FILE)
     if not os.path.isfile(path):
         return None
@@ -176,11 +187,22 @@ def run_label_list(init_checkpoint: str | None) -> list[str] | None:
     return labels
 
 
+def _read_tag_lines(path: str) -> list[str]:
+    """run_ner's label_list.txt: distinct tags, one a line (blank lines skipped)."""
+    with open(path, encoding="utf-8") as f:
+        tags = [line.strip() for line in f if line.strip()]
+    if len(tags) < 2 or len(set(tags)) != len(tags):
+        raise ExportError(f"{path}: expected run_ner's tags, at least 2 distinct ones, one a "
+                          f"line; got {tags[:10]}")
+    return tags
+
+
 def _check_label_flags(opts: ExportOptions) -> None:
-    if (opts.model_type == "classifier" and opts.label_list is None
+    if (opts.model_type in ("classifier", "ner") and opts.label_list is None
             and opts.num_labels is None):
-        # a run_classifier --task_name=csv|tsv|jsonl run: its labels travel into the export
-        opts.label_list = run_label_list(opts.init_checkpoint)
+        # a run_classifier --task_name=csv|tsv|jsonl run or a run_ner run: its labels
+        # (labels.json / label_list.txt) travel into the export
+        opts.label_list = run_label_list(opts.init_checkpoint, opts.model_type)
     if opts.label_list is not None and opts.num_labels is not None and (
             len(opts.label_list) != opts.num_labels):
         raise ExportError(f"--label_list has {len(opts.label_list)} labels but "
