@@ -59,6 +59,11 @@ class GptDropout(keras.layers.Dropout):
     def get_config(self) -> dict:
         return {**super().get_config(), "replica_sliced": self.replica_sliced}
 
+    @property
+    def has_injected_mask(self) -> bool:
+        """True within `injected_keep_masks` for this layer (then only `call` applies it)."""
+        return self._injected_keep_mask is not None
+
     def call(self, inputs, training=False):
         if not training or self.rate <= 0:
             return inputs
@@ -66,8 +71,16 @@ class GptDropout(keras.layers.Dropout):
             keep = tf.cast(tf.convert_to_tensor(self._injected_keep_mask), inputs.dtype)
             scale = tf.cast(1.0 / (1.0 - self.rate), inputs.dtype)
             return inputs * scale * keep
-        if self.threshold == 0:
-            return inputs
+        mask = self.scale_mask(inputs, training)
+        return inputs if mask is None else inputs * mask
+
+    def scale_mask(self, inputs: tf.Tensor, training=False) -> tf.Tensor | None:
+        """The mask `call` multiplies `inputs` by (its own draw, not an injected one): inputs'
+        dtype and shape, kept elements 65536 / (65536 - threshold), dropped 0; None when nothing
+        is dropped. One draw from the layer's stream, as `call` makes, so a caller that applies
+        the mask itself (e.g. `bert_tf.modeling.fused`) keeps the same masks."""
+        if not training or self.rate <= 0 or self.threshold == 0:
+            return None
         if self.threshold >= LEVELS:
             return tf.zeros_like(inputs)
         replica = replica_index() if self.replica_sliced else None
@@ -82,8 +95,8 @@ class GptDropout(keras.layers.Dropout):
             return mask if self.noise_shape is None else tf.broadcast_to(mask, shape)
 
         if padding_active():  # the padded batch's mask, cut to this batch's length
-            return inputs * padded_batch_mask(inputs, draw)
-        return inputs * draw(tf.shape(inputs))
+            return padded_batch_mask(inputs, draw)
+        return draw(tf.shape(inputs))
 
 
 @contextlib.contextmanager

@@ -120,8 +120,16 @@ class BertDropout(keras.layers.Dropout):
         self.threshold = dropout_threshold(rate)
 
     def call(self, inputs, training=False):
+        mask = self.scale_mask(inputs, training)
+        return inputs if mask is None else inputs * mask
+
+    def scale_mask(self, inputs: tf.Tensor, training=False) -> tf.Tensor | None:
+        """The mask `call` multiplies `inputs` by: inputs' dtype and shape, kept elements
+        65536 / (65536 - threshold), dropped ones 0; None when nothing is dropped (inference,
+        rate 0). Draws from the layer's stream as `call` does (one draw per call), so a caller
+        that applies the mask itself (e.g. `bert_tf.modeling.fused`) keeps the same masks."""
         if not training or self.threshold == 0:
-            return inputs
+            return None
         if self.threshold >= LEVELS:
             return tf.zeros_like(inputs)
         seed = next_stateless_seed(self.seed_generator)
@@ -130,8 +138,7 @@ class BertDropout(keras.layers.Dropout):
         else:
             keep = self._keep(seed, tf.shape(inputs), tf.size(inputs))
         scale = LEVELS / (LEVELS - self.threshold)
-        mask = tf.where(keep, tf.constant(scale, inputs.dtype), tf.constant(0, inputs.dtype))
-        return inputs * mask
+        return tf.where(keep, tf.constant(scale, inputs.dtype), tf.constant(0, inputs.dtype))
 
     def _keep(self, seed: tf.Tensor, shape: tf.Tensor, size: tf.Tensor | None = None) -> tf.Tensor:
         """bool `shape`: the elements kept by the stream of `seed` (this replica's slice)."""
