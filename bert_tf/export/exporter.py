@@ -406,10 +406,33 @@ def _gpt_model(opts: ExportOptions):
     return model
 
 
+def merge_run_lora(model, init_checkpoint: str | None, heads: str = "required") -> list[str]:
+    """A LoRA fine-tuning run's checkpoint (adapters under `.../lora_a|lora_b`, see
+    `bert_tf.training.lora_finetuning`): loads it with its adapters into `model` and merges them
+    into the kernels (`bert_tf.modeling.lora.merge_lora`), so the export serves plain kernels
+    (no LoRA variables or ops; outputs equal the unmerged model's within float rounding).
+    Returns the merged layers' paths ([] for a checkpoint without adapters)."""
+    from bert_tf.checkpoints import CheckpointError, resolve_checkpoint_prefix
+    from bert_tf.modeling.lora import lora_layers, merge_lora
+    from bert_tf.training.finetuning import load_checkpoint
+    from bert_tf.training.lora_finetuning import checkpoint_lora_layers
+
+    if init_checkpoint and not lora_layers(model):
+        try:
+            prefix = resolve_checkpoint_prefix(init_checkpoint)
+        except CheckpointError:  # e.g. an encoder SavedModel folder: no adapters
+            return []
+        if not checkpoint_lora_layers(prefix):
+            return []
+        load_checkpoint(model, prefix, heads=heads)
+    return merge_lora(model)
+
+
 def _gpt_export_module(opts: ExportOptions):
     from bert_tf.export.gpt import GptLmServingModule, gpt_classifier_serving_module
 
     model = _gpt_model(opts)
+    merge_run_lora(model, None)  # a run_gpt_classifier --lora_rank run's adapters, loaded
     if opts.model_type == "gpt_lm":
         return GptLmServingModule(model)
     corpus = ()
@@ -461,6 +484,7 @@ def build_export_module(opts: ExportOptions):
                          heads=heads)[2]
 
     model = load() if t == "encoder" else _load_fine_tuned(load, opts, f"a {t}", "bert/")
+    merge_run_lora(model, opts.init_checkpoint, heads)  # a --lora_rank run: adapters merged
     if opts.quantize == "int8" and opts.export_format == "savedmodel":
         from bert_tf.export.quantize import quantize_int8_weights
 

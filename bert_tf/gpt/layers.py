@@ -18,11 +18,52 @@ class GptConv1D(keras.layers.Layer):
     rule sees the same ranks.
 
     Input float [..., nx]; output float [..., nf].
+
+    LoRA (`bert_tf.modeling.lora`, as Keras' `Dense.enable_lora`): `enable_lora(rank,
+    lora_alpha)` adds `lora_a` [nx, r] and `lora_b` [r, nf] (zeros), freezes `w`, and the layer
+    multiplies by `kernel` = w + alpha/r · A @ B (reshaped [1, nx, nf]). Without it, `w` itself.
     """
+
+    supports_lora = True
+    """`bert_tf.modeling.lora` may adapt this layer (it is not a Keras Dense)."""
 
     def __init__(self, nf: int, nx: int, **kwargs):
         super().__init__(**kwargs)
         self.nf, self.nx = int(nf), int(nx)
+        self.lora_enabled = False
+        self.lora_rank = None
+        self.lora_alpha = None
+
+    @property
+    def _kernel(self):
+        """The base weight `w` [1, nx, nf] (the name `bert_tf.modeling.lora` reads)."""
+        return self.w
+
+    @property
+    def kernel(self):
+        """w [1, nx, nf], plus alpha/r · A @ B when LoRA is enabled."""
+        if not self.lora_enabled:
+            return self.w
+        delta = tf.matmul(self.lora_kernel_a, self.lora_kernel_b) * (
+            float(self.lora_alpha) / float(self.lora_rank))
+        return self.w + tf.reshape(tf.cast(delta, self.w.dtype), [1, self.nx, self.nf])
+
+    def enable_lora(self, rank: int, lora_alpha: float | None = None,
+                    a_initializer="he_uniform", b_initializer="zeros") -> None:
+        """Adds rank-`rank` adapters (variables `lora_a` [nx, r], `lora_b` [r, nf]) and freezes
+        `w`, as Keras' `Dense.enable_lora`."""
+        if self.lora_enabled:
+            raise ValueError(f"LoRA is already enabled on {self.path}")
+        self._tracker.unlock()
+        self.lora_kernel_a = self.add_weight(name="lora_a", shape=(self.nx, rank),
+                                             initializer=keras.initializers.get(a_initializer))
+        self.lora_kernel_b = self.add_weight(name="lora_b", shape=(rank, self.nf),
+                                             initializer=keras.initializers.get(b_initializer))
+        self._tracker.lock()
+        self.w.trainable = False
+        self.lora_enabled = True
+        self.lora_rank = int(rank)
+        self.lora_alpha = lora_alpha if lora_alpha is not None else int(rank)
 
     def build(self, input_shape=None) -> None:
         self.w = self.add_weight(name="w", shape=(1, self.nx, self.nf),
@@ -40,7 +81,7 @@ class GptConv1D(keras.layers.Layer):
         """x [rows, nx] @ w [nx, nf] + b -> [rows, nf], as MatMul -> BiasAdd: the pattern
         TensorFlow's CPU graph optimizer fuses (with a following GELU) into one oneDNN kernel
         (a reshape between them prevents it)."""
-        w = tf.reshape(tf.cast(self.w, x.dtype), [self.nx, self.nf])
+        w = tf.reshape(tf.cast(self.kernel, x.dtype), [self.nx, self.nf])
         return tf.nn.bias_add(tf.matmul(x, w), tf.cast(self.b, x.dtype))
 
     def get_config(self) -> dict:

@@ -7,6 +7,7 @@ import keras
 import tensorflow as tf
 
 from bert_tf.modeling.config import BertConfig
+from bert_tf.modeling import lora
 from bert_tf.modeling.dropout import BertDropout
 from bert_tf.modeling.embeddings import truncated_normal
 from bert_tf.modeling.serialization import init_kwargs_from_saved, register
@@ -64,7 +65,7 @@ class BertSelfAttention(keras.layers.Layer):
         self.built = True
 
     def _heads(self, x: tf.Tensor, denses: tuple[keras.layers.Dense, ...],
-               scale_first: bool) -> tuple[tf.Tensor, ...]:
+               scale_first: bool, training: bool | None = None) -> tuple[tf.Tensor, ...]:
         """x [B, S, H] through the kernels of `denses` side by side (one matmul [H, k·H]), split
         into k tensors [B, N, S, D]; with `scale_first` the first one is scaled by 1/√D.
 
@@ -72,9 +73,13 @@ class BertSelfAttention(keras.layers.Layer):
         input-gradient matmul in the backward pass instead of k summed. The 1/√D score scale is
         folded into the query kernel and bias (exact when D is a power of 4, e.g. 64; otherwise a
         rounding-level difference from scaling the scores).
+
+        LoRA (`bert_tf.modeling.lora`): `d.kernel` is the adapted kernel; with adapter dropout
+        while training, the base kernels are multiplied here and each adapter's
+        `lora.adapter_term` (on the dropped-out input) is added to its columns.
         """
         dtype = x.dtype
-        kernels = [tf.cast(d.kernel, dtype) for d in denses]
+        kernels = [tf.cast(lora.layer_kernel(d, training), dtype) for d in denses]
         biases = [tf.cast(d.bias, dtype) for d in denses]
         if scale_first:
             scale = tf.cast(1.0 / math.sqrt(float(self.head_size)), dtype)
@@ -84,6 +89,12 @@ class BertSelfAttention(keras.layers.Layer):
         batch, seq = tf.shape(x)[0], tf.shape(x)[1]
         flat = tf.reshape(x, [-1, tf.shape(x)[-1]])
         out = tf.nn.bias_add(tf.matmul(flat, kernel), bias)  # [B*S, k*H]
+        adapters = [lora.adapter_term(flat, d, training) for d in denses]
+        if any(a is not None for a in adapters):
+            if scale_first and adapters[0] is not None:
+                adapters[0] = adapters[0] * scale
+            out = out + tf.concat([tf.zeros([tf.shape(flat)[0], d.units], dtype) if a is None
+                                   else a for a, d in zip(adapters, denses)], axis=1)
         out = tf.reshape(out, [batch, seq, len(denses), self.num_heads, self.head_size])
         out = tf.transpose(out, [2, 0, 3, 1, 4])  # [k, B, N, S, D]
         shape = tf.shape(out)[1:]
@@ -107,10 +118,11 @@ class BertSelfAttention(keras.layers.Layer):
           [batch, N, seq_len or Q, seq_len].
         """
         if queries is None:
-            q, k, v = self._heads(hidden_states, (self.query, self.key, self.value), True)
+            q, k, v = self._heads(hidden_states, (self.query, self.key, self.value), True,
+                                  training)
         else:
-            k, v = self._heads(hidden_states, (self.key, self.value), False)
-            (q,) = self._heads(queries, (self.query,), True)
+            k, v = self._heads(hidden_states, (self.key, self.value), False, training)
+            (q,) = self._heads(queries, (self.query,), True, training)
         scores = tf.matmul(q, k, transpose_b=True)  # [B, N, S, S], already scaled
         scores = scores + tf.cast(mask_adder, scores.dtype)
         probs = tf.nn.softmax(scores, axis=-1)

@@ -15,12 +15,21 @@ the kernels for export (the merged model has no LoRA variables: serving costs no
     load_lora_weights(fresh_model, "mrpc.lora.npz")  # enables LoRA as the file says, then loads
     merge_lora(model)                                # W <- W + (alpha/r) A@B, adapters removed
 
-Dropout on the adapter path (LoRA's `lora_dropout`) is not offered: it needs the adapter
-applied to the layer's input inside the call, and bert_tf's blocks multiply by the merged kernel
-(`enable_lora` refuses dropout > 0 in one line).
+Dropout on the adapter path (LoRA's `lora_dropout`, `enable_lora(..., dropout=p)`): while
+training, an adapted layer of a transformer block computes `x @ W + b + alpha/r · drop(x) @ A @ B`
+(the base path sees the undropped input; `adapter_term`, called by the blocks' matmuls), with a
+`BertDropout` attached to the layer (`layer.lora_dropout`: its random stream is checkpointed with
+the others, and cut batches draw the padded batch's masks). At inference, and with p = 0, the
+layers multiply by the adapted kernel in one matmul, as before. Dropout > 0 is refused for layers
+that Keras calls itself (the pooler, a head): their call has no adapter path.
+
+A fine-tuning run's checkpoint names the adapters after the kernel's original name
+(`bert/encoder/layer_0/attention/self/query/lora_a`, `.../lora_b`, and the scalar
+`.../lora_alpha`): `checkpoint_names`, `base_kernels`.
 """
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import io
 import json
@@ -30,11 +39,20 @@ import numpy as np
 
 from bert_tf import io_utils
 from bert_tf.errors import UserInputError
+from bert_tf.modeling.dropout import BertDropout
 
 DEFAULT_TARGETS = ("query", "value")
 """The layers adapted by default: the attention's query and value projections (the LoRA paper's
 choice). Other bert_tf Dense names: key, attention_output_dense, intermediate_dense,
 output_dense, pooler."""
+
+DROPOUT_LAYERS = ("query", "key", "value", "attention_output_dense", "intermediate_dense",
+                  "output_dense")
+"""The layers whose adapter path can take dropout: the transformer blocks' matmuls, which call
+`adapter_term` (other Dense layers are called by Keras, which has no adapter path)."""
+
+CHECKPOINT_SUFFIXES = ("lora_a", "lora_b", "lora_alpha")
+"""Checkpoint names of a layer's adapters: `<kernel name without /kernel>/<suffix>`."""
 
 FORMAT = "bert_tf.lora/1"
 _META_KEY = "__meta__"
@@ -45,7 +63,8 @@ class LoraError(UserInputError):
 
 
 def _adaptable(layer) -> bool:
-    return type(layer) in (keras.layers.Dense, keras.layers.EinsumDense)
+    return (type(layer) in (keras.layers.Dense, keras.layers.EinsumDense)
+            or getattr(type(layer), "supports_lora", False))
 
 
 def _ensure_built(model) -> None:
@@ -64,12 +83,44 @@ def _matches(layer, targets) -> bool:
 
 
 def _head_variables(model) -> list:
-    """The weights of `model` outside its `.encoder` (a task model's head); [] for an encoder."""
-    encoder = getattr(model, "encoder", None)
+    """The weights of `model` outside its `.encoder` (BERT) or `.transformer` (GPT-1): a task
+    model's head; [] for an encoder."""
+    encoder = getattr(model, "encoder", None) or getattr(model, "transformer", None)
     if encoder is None:
         return []
     taken = {id(v) for v in encoder.weights}
     return [v for v in model.weights if id(v) not in taken]
+
+
+def adaptable_layers(model) -> list:
+    """The layers of `model` LoRA can adapt (Dense, EinsumDense, GPT-1's conv1d), in order."""
+    return [layer for layer in _all_layers(model) if _adaptable(layer)]
+
+
+def base_kernel(layer):
+    """The base kernel variable W of an adaptable layer (with or without LoRA)."""
+    return layer._kernel
+
+
+def add_adapter_dropout(layer, rate: float, seed: int = 0) -> None:
+    """Attaches adapter dropout (`layer.lora_dropout`, a `BertDropout`) to a LoRA layer of a
+    transformer block (`DROPOUT_LAYERS`).
+
+    Raises:
+      LoraError: rate outside [0, 1), or a layer whose call has no adapter path.
+    """
+    if not 0 <= rate < 1:
+        raise LoraError(f"LoRA dropout must be in [0, 1), got {rate!r}")
+    if layer.name not in DROPOUT_LAYERS:
+        raise LoraError(f"LoRA dropout {rate!r} on {layer.path}: adapter dropout applies to the "
+                        f"transformer blocks' layers ({', '.join(DROPOUT_LAYERS)}) only; use "
+                        "dropout 0 or other targets")
+    tracker = getattr(layer, "_tracker", None)
+    if tracker is not None:
+        tracker.unlock()
+    layer.lora_dropout = BertDropout(float(rate), seed=seed, name=f"{layer.name}_lora_dropout")
+    if tracker is not None:
+        tracker.lock()
 
 
 def lora_layers(model) -> dict[str, keras.layers.Layer]:
@@ -91,7 +142,8 @@ def enable_lora(model, rank: int = 8, alpha: float | None = None,
       targets: layer names ("query", "value", "intermediate_dense", ...) or fnmatch patterns on
         Keras paths ("*/layer_11/*/value"); a string is split at commas. Each must match at
         least one Dense / EinsumDense layer.
-      dropout: must be 0 (see the module docstring).
+      dropout: 0 <= p < 1, dropout on the adapter path's input while training (the module
+        docstring); p > 0 only for the transformer blocks' layers (`DROPOUT_LAYERS`).
       train_head: keep the task head (every weight outside `model.encoder`) trainable.
       seed: seeds the A matrices' He-uniform initialisation (B starts at zero, so the adapted
         model starts equal to the base model).
@@ -100,8 +152,9 @@ def enable_lora(model, rank: int = 8, alpha: float | None = None,
       the Keras paths of the adapted layers.
 
     Raises:
-      LoraError (one line): rank < 1, alpha <= 0, dropout != 0, a target matching no
-      Dense / EinsumDense layer, a layer that already has LoRA.
+      LoraError (one line): rank < 1, alpha <= 0, dropout outside [0, 1), a target matching
+      no Dense / EinsumDense layer, a layer that already has LoRA, dropout > 0 on a layer
+      outside the transformer blocks.
     """
     if isinstance(targets, str):
         targets = [t.strip() for t in targets.split(",") if t.strip()]
@@ -110,13 +163,12 @@ def enable_lora(model, rank: int = 8, alpha: float | None = None,
         raise LoraError(f"LoRA rank must be an integer >= 1, got {rank!r}")
     if alpha is not None and not alpha > 0:
         raise LoraError(f"LoRA alpha must be > 0, got {alpha!r}")
-    if dropout:
-        raise LoraError(f"LoRA dropout must be 0, got {dropout!r}: bert_tf's blocks multiply by "
-                        "the merged kernel, there is no separate adapter path to drop out")
+    if not 0 <= dropout < 1:
+        raise LoraError(f"LoRA dropout must be in [0, 1), got {dropout!r}")
     if not targets:
         raise LoraError("LoRA targets are empty; give layer names such as query,value")
     _ensure_built(model)
-    layers = [layer for layer in _all_layers(model) if _adaptable(layer)]
+    layers = adaptable_layers(model)
     for t in targets:
         if not any(_matches(layer, (t,)) for layer in layers):
             names = sorted({layer.name for layer in layers})
@@ -127,9 +179,15 @@ def enable_lora(model, rank: int = 8, alpha: float | None = None,
     for layer in chosen:
         if layer.lora_enabled:
             raise LoraError(f"LoRA is already enabled on {layer.path}")
+        if dropout and layer.name not in DROPOUT_LAYERS:
+            raise LoraError(f"LoRA dropout {dropout!r} on {layer.path}: adapter dropout applies "
+                            f"to the transformer blocks' layers ({', '.join(DROPOUT_LAYERS)}) "
+                            "only; use dropout 0 or other targets")
     for i, layer in enumerate(chosen):
         layer.enable_lora(int(rank), lora_alpha=alpha if alpha is not None else int(rank),
                           a_initializer=keras.initializers.HeUniform(seed=seed + i))
+        if dropout:
+            add_adapter_dropout(layer, dropout, seed=seed + i)
     adapters = {id(v) for layer in lora_layers(model).values()
                 for v in (layer.lora_kernel_a, layer.lora_kernel_b)}
     head = {id(v) for v in _head_variables(model)} if train_head else set()
@@ -257,6 +315,8 @@ def merge_lora(model) -> list[str]:
         layer._tracker.unlock()
         del layer.lora_kernel_a
         del layer.lora_kernel_b
+        if getattr(layer, "lora_dropout", None) is not None:
+            del layer.lora_dropout
         layer._tracker.lock()
         layer.lora_rank = None
         layer.lora_alpha = None
@@ -271,3 +331,90 @@ def lora_parameter_count(model) -> int:
     """The number of adapter parameters (sum of A and B sizes) in `model`."""
     return sum(int(np.prod(layer.lora_kernel_a.shape)) + int(np.prod(layer.lora_kernel_b.shape))
                for layer in lora_layers(model).values())
+
+
+def _scale(layer) -> float:
+    return float(layer.lora_alpha) / float(layer.lora_rank)
+
+
+def has_adapter_path(layer, training) -> bool:
+    """Whether `layer` runs its adapters apart from its base kernel in this call: LoRA with
+    dropout, while training (a Python bool: decided at trace time)."""
+    return (bool(training) and getattr(layer, "lora_enabled", False)
+            and getattr(layer, "lora_dropout", None) is not None)
+
+
+def layer_kernel(layer, training=None):
+    """The kernel a block multiplies by: the layer's `.kernel` (with LoRA, the adapted sum
+    W + alpha/r · A @ B), or its base kernel W when `has_adapter_path` (then add
+    `adapter_term`). Without LoRA this is `layer.kernel`, the original graph."""
+    return layer._kernel if has_adapter_path(layer, training) else layer.kernel
+
+
+def adapter_term(x, layer, training=None):
+    """alpha/r · dropout(x) @ A @ B for x [rows, in] -> [rows, out] in x's dtype, when
+    `has_adapter_path(layer, training)`; else None (the adapters are in `layer_kernel`)."""
+    if not has_adapter_path(layer, training):
+        return None
+    dropped = layer.lora_dropout(x, training=True)
+    a = keras.ops.cast(layer.lora_kernel_a, x.dtype)
+    b = keras.ops.cast(layer.lora_kernel_b, x.dtype)
+    return keras.ops.matmul(keras.ops.matmul(dropped, a), b) * keras.ops.cast(_scale(layer),
+                                                                              x.dtype)
+
+
+@contextlib.contextmanager
+def base_kernels(model):
+    """Within the block, every LoRA layer of `model` reads `.kernel` as its base variable W (not
+    the adapted sum), so code that maps kernels to checkpoint names sees variables. Python
+    state only: do not trace or call the model inside."""
+    layers = list(lora_layers(model).values())
+    for layer in layers:
+        layer.lora_enabled = False
+    try:
+        yield layers
+    finally:
+        for layer in layers:
+            layer.lora_enabled = True
+
+
+def checkpoint_names(model, names: dict) -> dict:
+    """The adapters' checkpoint entries, named after their kernels' names in `names`.
+
+    Args:
+      model: a model with LoRA layers.
+      names: checkpoint name -> variable of `model`'s weights, made under `base_kernels` (so
+        each LoRA layer's base kernel is there as a variable, e.g. under
+        `bert/encoder/layer_0/attention/self/query/kernel`).
+
+    Returns:
+      {"<prefix>/lora_a": A variable, "<prefix>/lora_b": B variable, "<prefix>/lora_alpha":
+       float32 numpy scalar} per LoRA layer, where <prefix> is the kernel's name without its
+      last component.
+
+    Raises:
+      LoraError: a LoRA layer whose kernel has no name in `names`.
+    """
+    by_id = {id(v): n for n, v in names.items()}
+    out = {}
+    for path, layer in lora_layers(model).items():
+        name = by_id.get(id(layer._kernel))
+        if name is None:
+            raise LoraError(f"the LoRA layer {path} has no kernel among the checkpoint names")
+        prefix = name.rsplit("/", 1)[0]
+        out[f"{prefix}/lora_a"] = layer.lora_kernel_a
+        out[f"{prefix}/lora_b"] = layer.lora_kernel_b
+        out[f"{prefix}/lora_alpha"] = np.float32(layer.lora_alpha)
+    return out
+
+
+def checkpoint_adapters(shapes: dict, names: dict) -> dict:
+    """Which layers a checkpoint adapts: {kernel name: rank} for every `<prefix>/lora_a` in
+    `shapes` (checkpoint name -> shape) whose `<prefix>/kernel` is in `names`."""
+    found = {}
+    for name, shape in shapes.items():
+        if name.endswith("/lora_a") and len(shape) == 2:
+            kernel = name[: -len("lora_a")] + "kernel"
+            if kernel in names:
+                found[kernel] = int(shape[1])
+    return found

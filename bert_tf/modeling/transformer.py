@@ -7,6 +7,7 @@ import tensorflow as tf
 from bert_tf.modeling.activations import gelu, gelu_xla, get_activation
 from bert_tf.modeling.attention import BertSelfAttention
 from bert_tf.modeling.config import BertConfig
+from bert_tf.modeling import lora
 from bert_tf.modeling.dropout import BertDropout
 from bert_tf.modeling.embeddings import layer_norm, truncated_normal
 from bert_tf.modeling.serialization import init_kwargs_from_saved, register
@@ -86,14 +87,14 @@ class BertTransformerBlock(keras.layers.Layer):
         if return_probs:
             attended, probs = attended
         attended = tf.reshape(attended, [-1, self.hidden_size])
-        attention_output = self.attention_dropout(dense_2d(attended, self.attention_output),
+        attention_output = self.attention_dropout(dense_2d(attended, self.attention_output, training),
                                                   training=training)
         attention_output = self.attention_layer_norm(attention_output + flat_input)
         activation = self.intermediate.activation
         if training and self.xla_gelu_in_training and activation is gelu:
             activation = gelu_xla
-        intermediate = activation(dense_2d(attention_output, self.intermediate))
-        layer_output = self.output_dropout(dense_2d(intermediate, self.output_dense),
+        intermediate = activation(dense_2d(attention_output, self.intermediate, training))
+        layer_output = self.output_dropout(dense_2d(intermediate, self.output_dense, training),
                                            training=training)
         layer_output = self.output_layer_norm(layer_output + attention_output)
         layer_output = tf.reshape(layer_output, shape)
@@ -102,7 +103,14 @@ class BertTransformerBlock(keras.layers.Layer):
         return layer_output
 
 
-def dense_2d(x: tf.Tensor, layer: keras.layers.Dense) -> tf.Tensor:
-    """x [rows, in] @ kernel [in, out] + bias, without the layer's activation: [rows, out]."""
-    return tf.nn.bias_add(tf.matmul(x, tf.cast(layer.kernel, x.dtype)),
-                          tf.cast(layer.bias, x.dtype))
+def dense_2d(x: tf.Tensor, layer: keras.layers.Dense, training: bool | None = None
+             ) -> tf.Tensor:
+    """x [rows, in] @ kernel [in, out] + bias, without the layer's activation: [rows, out].
+
+    With LoRA adapter dropout while training, `lora.adapter_term` (the adapters on the
+    dropped-out input) is added to the base matmul; otherwise the one matmul by `layer.kernel`
+    (the adapted kernel under LoRA)."""
+    out = tf.nn.bias_add(tf.matmul(x, tf.cast(lora.layer_kernel(layer, training), x.dtype)),
+                         tf.cast(layer.bias, x.dtype))
+    adapter = lora.adapter_term(x, layer, training)
+    return out if adapter is None else out + adapter

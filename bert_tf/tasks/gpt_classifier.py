@@ -56,6 +56,7 @@ from bert_tf.options import option
 from bert_tf.tasks import own_data
 from bert_tf.tasks.glue import EvalSplit
 from bert_tf.training.accumulation import MemoryOptions
+from bert_tf.training.lora_finetuning import LoraOptions
 from bert_tf.training.distribution import DistributionOptions
 from bert_tf.training.precision import (FINETUNING_PRECISION_POLICIES,
                                         runs_under_precision_policy)
@@ -237,7 +238,8 @@ def transform_rows(rows: TaskRows, kind: str, encoder, n_ctx: int, special: Spec
 # The run
 # ---------------------------------------------------------------------------------------------
 @dataclasses.dataclass(kw_only=True)
-class GptClassifierRunOptions(DistributionOptions, own_data.OwnDataOptions, MemoryOptions):
+class GptClassifierRunOptions(DistributionOptions, own_data.OwnDataOptions, LoraOptions,
+                              MemoryOptions):
     """Every option of tools/run_gpt_classifier.py (named as run_classifier.py's flags where the
     meaning is the same, plus train.py's: --lm_coef, --clf_pdrop, --lr_schedule, --l2,
     --vector_l2, --max_grad_norm, --b1, --b2, --e). The paper's settings:
@@ -335,6 +337,9 @@ class GptClassifierRunOptions(DistributionOptions, own_data.OwnDataOptions, Memo
     seed: int = 12345
     length_bucketing: bool = True
     export_dir: str | None = None
+    lora_targets: list[str] = option(
+        ["c_attn"], "LoRA: the GPT-1 layers to adapt, by name (c_attn: the fused query/key/value "
+        "projection; c_proj, c_fc) or Keras-path pattern (*/h11/attn/c_attn).")
 
 
 def _check_options(opts: GptClassifierRunOptions) -> str:
@@ -586,7 +591,9 @@ def run_gpt_classifier(opts: GptClassifierRunOptions) -> dict:
             keep_checkpoint_max=opts.keep_checkpoint_max, seed=opts.seed,
             length_bucketing=opts.length_bucketing,
             gradient_accumulation_steps=opts.gradient_accumulation_steps,
-            recompute_activations=opts.recompute_activations)
+            recompute_activations=opts.recompute_activations, lora_rank=opts.lora_rank,
+            lora_alpha=opts.lora_alpha, lora_targets=list(opts.lora_targets),
+            lora_dropout=opts.lora_dropout)
 
         def optimizer_fn():
             # The loop clips the summed gradients to --max_grad_norm; the optimizer's own clip
@@ -655,6 +662,8 @@ def run_gpt_classifier(opts: GptClassifierRunOptions) -> dict:
 
     if opts.export_dir:
         from bert_tf.export.gpt import export_gpt_classifier_savedmodel
+        from bert_tf.modeling.lora import merge_lora
+        merge_lora(model)  # LoRA: adapters folded into the kernels, none served ([] without)
         result["export_dir"] = export_gpt_classifier_savedmodel(
             model, opts.export_dir, 1, seq_length=opts.max_seq_length, label_list=labels,
             vocab_file=opts.vocab_file, do_lower_case=opts.do_lower_case,

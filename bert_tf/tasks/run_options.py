@@ -14,10 +14,11 @@ import dataclasses
 from bert_tf.options import option
 from bert_tf.training.accumulation import MemoryOptions
 from bert_tf.training.distribution import DistributionOptions
+from bert_tf.training.lora_finetuning import LoraOptions
 
 
 @dataclasses.dataclass
-class FinetuningRunOptions(DistributionOptions, MemoryOptions):
+class FinetuningRunOptions(DistributionOptions, LoraOptions, MemoryOptions):
     """The flags shared by every fine-tuning script (the first three may be given positionally;
     all three are required flags, a task may re-declare the model files as optional)."""
 
@@ -71,7 +72,12 @@ class FinetuningRunOptions(DistributionOptions, MemoryOptions):
             keep_checkpoint_max=self.keep_checkpoint_max, seed=self.seed,
             plot_curves=self.plot_curves, length_bucketing=self.length_bucketing,
             gradient_accumulation_steps=self.gradient_accumulation_steps,
-            recompute_activations=self.recompute_activations)
+            recompute_activations=self.recompute_activations, **self.lora_options())
+
+    def lora_options(self) -> dict:
+        """This run's `--lora_*` values, as keyword arguments of `FinetuneOptions`."""
+        return {"lora_rank": self.lora_rank, "lora_alpha": self.lora_alpha,
+                "lora_targets": list(self.lora_targets), "lora_dropout": self.lora_dropout}
 
 
 @dataclasses.dataclass

@@ -49,11 +49,16 @@ from bert_tf.checkpoints import (CheckpointError, assign_from_checkpoint, checkp
                                  checkpoint_variable_map, encoder_variable_map,
                                  is_encoder_savedmodel, latest_checkpoint,
                                  load_encoder_savedmodel, load_original_checkpoint,
-                                 remove_stale_temp_files, write_step_checkpoint)
+                                 remove_stale_temp_files, resolve_checkpoint_prefix,
+                                 write_step_checkpoint)
+from bert_tf.modeling import lora
 from bert_tf.modeling.dropout import dropout_masks_at_padded_length
 from bert_tf.modeling.recompute import enable_recompute
 from bert_tf.progress import progress_bar
 from bert_tf.training.accumulation import MemoryOptions, accumulate_gradients, check_accumulation
+from bert_tf.training.lora_finetuning import (LoraOptions, apply_lora_options,
+                                              enable_lora_from_checkpoint, lora_variable_map,
+                                              save_run_adapters)
 from bert_tf.training.length_batching import (DEFAULT_LENGTH_MULTIPLE, cached_model_function,
                                            trim_padding)
 from bert_tf.training.distribution import (check_global_batch, check_model_in_scope,
@@ -79,7 +84,7 @@ __all__ = ["ENCODER_INPUT_KEYS", "FinetuneOptions", "LossFn", "checkpoint_variab
 
 
 @dataclasses.dataclass
-class FinetuneOptions(MemoryOptions):
+class FinetuneOptions(LoraOptions, MemoryOptions):
     """Hyper-parameters of one fine-tuning run (the original scripts' flags of the same names).
 
     Attributes:
@@ -106,6 +111,8 @@ class FinetuneOptions(MemoryOptions):
         default, `training.length_batching.DEFAULT_LENGTH_MULTIPLE`).
       gradient_accumulation_steps, recompute_activations (keyword-only): the memory savers of
         `bert_tf.training.accumulation.MemoryOptions` (1 and False: the original step).
+      lora_rank, lora_alpha, lora_targets, lora_dropout (keyword-only): LoRA fine-tuning
+        (`bert_tf.training.lora_finetuning.LoraOptions`; rank 0, the default, is off).
     """
 
     output_dir: str
@@ -168,10 +175,25 @@ def load_checkpoint(model, path: str, heads: str = "required") -> dict[str, list
         "if_present" (a pretraining checkpoint: missing head variables keep their fresh
         initialisation) or "skip" (the encoder alone).
 
+    A checkpoint of a LoRA run (adapters under `<kernel prefix>/lora_a|lora_b`) re-creates the
+    adapters on `model` (`lora_finetuning.enable_lora_from_checkpoint`) and loads them too.
+
     Raises:
       CheckpointError naming the checkpoint and the variable that is missing or mis-shaped.
     """
-    return load_original_checkpoint(model, path, heads=heads)
+    checkpoint_variable_map(model)  # builds it
+    prefix = resolve_checkpoint_prefix(path)
+    with model_strategy(model).scope():
+        enable_lora_from_checkpoint(model, prefix, checkpoint_variable_map)
+    if not lora.lora_layers(model):
+        return load_original_checkpoint(model, prefix, heads=heads)
+    with lora.base_kernels(model):
+        loaded = load_original_checkpoint(model, prefix, heads=heads)
+    adapters = {n: v for n, v in lora_variable_map(model, checkpoint_variable_map).items()
+                if n.endswith(("/lora_a", "/lora_b"))}
+    assign_from_checkpoint(prefix, adapters)
+    loaded["loaded"] = list(loaded["loaded"]) + sorted(adapters)
+    return loaded
 
 
 def init_model(model, init_checkpoint: str | None) -> None:
@@ -192,10 +214,11 @@ def init_model(model, init_checkpoint: str | None) -> None:
     checkpoint_variable_map(model)  # builds it
     if not init_checkpoint:
         return
-    if is_encoder_savedmodel(init_checkpoint):
-        load_encoder_savedmodel(model, init_checkpoint)
-    else:
-        load_original_checkpoint(model, init_checkpoint, heads="if_present")
+    with lora.base_kernels(model):  # (a model with adapters: its base weights are loaded)
+        if is_encoder_savedmodel(init_checkpoint):
+            load_encoder_savedmodel(model, init_checkpoint)
+        else:
+            load_original_checkpoint(model, init_checkpoint, heads="if_present")
 
 
 def _random_state_map(model) -> dict[str, tf.Variable]:
@@ -206,8 +229,9 @@ def _random_state_map(model) -> dict[str, tf.Variable]:
 def training_state_map(model, optimizer=None) -> dict[str, tf.Variable]:
     """Checkpoint name -> variable of everything a resume needs besides `global_step`: the
     weights (original names), the optimizer's `<name>/adam_m` / `<name>/adam_v` slots (the
-    original AdamWeightDecayOptimizer's names) and the dropout streams' states."""
-    names = checkpoint_variable_map(model)
+    original AdamWeightDecayOptimizer's names) and the dropout streams' states. With LoRA, the
+    adapters under `<kernel prefix>/lora_a|lora_b` (`lora_finetuning.lora_variable_map`)."""
+    names = lora_variable_map(model, checkpoint_variable_map)
     state = dict(names)
     # AdamWeightDecay's moments(var) or OpenAIAdam's slots(var): (m, v).
     moments = getattr(optimizer, "moments", None) or getattr(optimizer, "slots", None)
@@ -233,7 +257,8 @@ def write_checkpoint(model, output_dir: str, step: int, kept: list[str] | None =
     """
     del kept
     tensors: dict = dict(training_state_map(model, optimizer) if optimizer is not None
-                         else checkpoint_variable_map(model))
+                         else lora_variable_map(model, checkpoint_variable_map))
+    tensors.update(lora_variable_map(model, checkpoint_variable_map, alphas=True))
     tensors["global_step"] = np.int64(step)
     return write_step_checkpoint(tensors, output_dir, step, keep_checkpoint_max)
 
@@ -246,7 +271,7 @@ def _resume(model, optimizer, prefix: str) -> int:
                               "checkpoint of this loop (move it out of --output_dir, or pass it "
                               "as --init_checkpoint)")
     state = training_state_map(model, optimizer)
-    weights = checkpoint_variable_map(model)
+    weights = lora_variable_map(model, checkpoint_variable_map)
     extra = {n: v for n, v in state.items() if n not in weights}
     _, missing = assign_from_checkpoint(prefix, weights, extra)
     if missing:
@@ -461,6 +486,7 @@ def train_model(model: keras.Model, arrays: Mapping[str, np.ndarray], loss_fn: L
     check_global_batch(options.train_batch_size, strategy)
     options.check_memory_options(options.train_batch_size, strategy.num_replicas_in_sync)
     checkpoint_variable_map(model)  # builds it
+    lora_paths = apply_lora_options(model, options, strategy)  # [] for --lora_rank=0
     if options.recompute_activations:
         enable_recompute(model)
     check_model_in_scope(model, strategy)
@@ -474,7 +500,8 @@ def train_model(model: keras.Model, arrays: Mapping[str, np.ndarray], loss_fn: L
     if chief and "://" not in output_dir:
         remove_stale_temp_files(output_dir)
 
-    names = {var.path: name for name, var in checkpoint_variable_map(model).items()}
+    names = {var.path: name
+             for name, var in lora_variable_map(model, checkpoint_variable_map).items()}
     with strategy.scope():
         optimizer = optimizer_fn() if optimizer_fn is not None else create_optimizer(
             options.learning_rate, options.num_train_steps, options.num_warmup_steps,
@@ -489,6 +516,8 @@ def train_model(model: keras.Model, arrays: Mapping[str, np.ndarray], loss_fn: L
     if start >= num_train_steps:
         logging.info("%s is at step %d >= num_train_steps=%d: nothing to train", latest, start,
                      num_train_steps)
+        if lora_paths and chief:
+            result["lora_weights"] = save_run_adapters(model, output_dir)
         # A run killed after its last checkpoint but before its curves: draw them now.
         if (options.plot_curves and chief
                 and not tf.io.gfile.exists(os.path.join(output_dir, "curves.png"))
@@ -549,6 +578,8 @@ def train_model(model: keras.Model, arrays: Mapping[str, np.ndarray], loss_fn: L
     writer.flush()
     result.update(global_step=num_train_steps, first_loss=history[0]["loss"],
                   loss=history[-1]["loss"])
+    if lora_paths and chief:  # the adapters and the head, one small file
+        result["lora_weights"] = save_run_adapters(model, output_dir)
     if options.plot_curves and chief:
         result["curves"] = _plot_curves(output_dir)
     return result

@@ -113,7 +113,8 @@ def test_merge_equals_unmerged_and_removes_adapters(base_weights):
                              "BertClassifier; its Dense layer names: "),
     ({"rank": 0}, "LoRA rank must be an integer >= 1, got 0"),
     ({"alpha": -1.0}, "LoRA alpha must be > 0"),
-    ({"dropout": 0.1}, "LoRA dropout must be 0"),
+    ({"dropout": 1.0}, "LoRA dropout must be in [0, 1), got 1.0"),
+    ({"dropout": 0.1, "targets": ["pooler"]}, "LoRA dropout 0.1 on "),
     ({"targets": ""}, "LoRA targets are empty"),
 ])
 def test_bad_settings_are_one_line(base_weights, kwargs, message):
