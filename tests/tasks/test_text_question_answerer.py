@@ -14,6 +14,7 @@ import sys
 import numpy as np
 import pytest
 
+from tests.tasks.test_text_models import harness  # noqa: F401  (the C-API loader fixture)
 from tests.tasks.test_text_models import tiny_vocab, write_google_folder
 
 PROJECT_ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -169,6 +170,14 @@ def test_input_forms_give_the_same_windows(answerer):
     np.testing.assert_array_equal(next(iter(pairs_and_answers))[1]["start_logits"], first[1])
     # Windows without the whole answer are trained towards [CLS] (position 0), the others not.
     assert (first[1] == 0).any() and (first[1] > 0).sum() >= len(rows)
+    # v2.0: an unanswerable question (answer_text "") is trained towards [CLS] in every window.
+    from bert_tf.tasks.text_models.question_answerer import BertQuestionAnswerer
+
+    v2 = BertQuestionAnswerer(answerer.backbone, answerer.preprocessor, doc_stride=STRIDE,
+                              max_query_length=QUERY, version_2_with_negative=True)
+    _, y = next(iter(v2.text_dataset([(QUESTIONS[0], CONTEXT, "", -1)], labelled=True)))
+    assert y["start_logits"].shape[0] > 1 and not y["start_logits"].numpy().any()
+    assert answerer.predict([], []) == []
 
 
 def test_bad_input_is_one_line(answerer):
@@ -207,7 +216,10 @@ def test_keras_round_trip_in_process(answerer, tmp_path):
     assert loaded.get_config()["doc_stride"] == STRIDE
     assert loaded.preprocessor.vocabulary == answerer.preprocessor.vocabulary
     contexts = [CONTEXT] * 3
-    assert loaded.predict(QUESTIONS[:3], contexts) == answerer.predict(QUESTIONS[:3], contexts)
+    expected = answerer.predict(QUESTIONS[:3], contexts)
+    assert loaded.predict(QUESTIONS[:3], contexts) == expected
+    again = type(answerer).from_pretrained(path)  # a saved answerer is returned as saved
+    assert again.doc_stride == STRIDE and again.predict(QUESTIONS[:3], contexts) == expected
 
 
 def test_short_fit_lowers_the_loss(google_folder):
@@ -270,11 +282,11 @@ def read_squad_dev(shared_data: pathlib.Path, n: int) -> tuple[list[str], list[s
 
 
 @pytest.mark.long
-def test_real_squad_dev_round_trip(shared_data, tmp_path):
+def test_real_squad_dev_round_trip(shared_data, tmp_path, harness):  # noqa: F811
     """12 SQuAD v1.1 dev questions (real contexts, several windows at length 48): fit, answers
     equal the tasks/squad pipeline's, spans are context[start:end]; the .keras file reloaded in
     a fresh process after `import bert_tf` answers the same; the export's first-window logits
-    are Python's within 1e-5."""
+    are Python's within 1e-5, and TF Serving's C-API loader gives the export's."""
     import keras
 
     import bert_tf
@@ -324,3 +336,11 @@ def test_real_squad_dev_round_trip(shared_data, tmp_path):
                                       feature.input_ids[:n])
         np.testing.assert_allclose(served["start_logits"][i].numpy()[:n],
                                    result.start_logits[:n], atol=ATOL, rtol=0)
+    from bert_tf.export import loader_harness as lh
+
+    responses, proc = lh.run_signature(harness, export, [{
+        "question": np.array(qs, object), "context": np.array(cs, object)}])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    np.testing.assert_allclose(responses[0]["start_logits"], served["start_logits"].numpy(),
+                               atol=ATOL, rtol=0)
+    np.testing.assert_array_equal(responses[0]["end_index"], served["end_index"].numpy())

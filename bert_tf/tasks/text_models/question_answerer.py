@@ -422,6 +422,8 @@ class BertQuestionAnswerer(TextTask):
         if sample_weight is not None:
             raise UserInputError("sample_weight is not supported by BertQuestionAnswerer")
         examples, _ = self.examples(x, y, labelled, what)
+        if not examples:
+            raise UserInputError(f"{what}: no questions")
         arrays = features_to_arrays(self.features(examples, labelled), is_training=labelled)
         inputs = {k: arrays[k] for k in ("input_word_ids", "input_mask", "input_type_ids")}
         parts: tuple = (inputs,)
@@ -456,6 +458,8 @@ class BertQuestionAnswerer(TextTask):
         `length_bucketing` as `run_squad.py --length_bucketing`)."""
         pairs = _question_context_pairs(questions, contexts, "predict")
         examples, texts = self.examples(pairs, what="predict")
+        if not examples:
+            return [], [], [], []
         features = self.features(examples)
         results = predict_logits(self.backbone, features, batch_size or DEFAULT_BATCH_SIZE,
                                  length_bucketing=length_bucketing, progress=False)
@@ -494,6 +498,8 @@ class BertQuestionAnswerer(TextTask):
                                  f"{n_best_size} and {max_answer_length}")
         examples, texts, features, results = self.predict_logits(
             questions, contexts, batch_size, length_bucketing)
+        if not examples:
+            return []
         preds = compute_predictions(examples, features, results, n_best_size, max_answer_length,
                                     self.preprocessor.do_lower_case,
                                     self.version_2_with_negative, threshold)
