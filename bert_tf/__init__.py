@@ -32,7 +32,7 @@ Top-level names (imported on first use, so `import bert_tf` does not import Tens
   GptCausalLM        GPT-1 as a language model: from_pretrained (OpenAI's released folder, the
                      preset "openai-gpt"), generate (greedy, sampling, beam; KV cache), score.
   BertTextClassifier, BertTextEmbedder, BertTextTokenClassifier, BertQuestionAnswerer,
-  BertTextPreprocessor
+  BertTextPreprocessor, GptTextClassifier
                      raw-text Keras task models with their tokenizer inside (docs/text_models.md).
 
 `import bert_tf` also makes bert_tf's Keras classes known to `keras.models.load_model` without
@@ -51,7 +51,7 @@ _registration.install()  # registration: `keras.models.load_model` finds bert_tf
 
 __all__ = ["from_pretrained", "list_presets", "GptCausalLM", "BertTextClassifier",
            "BertTextEmbedder", "BertTextPreprocessor", "BertTextTokenClassifier",
-           "BertQuestionAnswerer"]
+           "BertQuestionAnswerer", "GptTextClassifier"]
 
 _LAZY = {"from_pretrained": ("bert_tf.pretrained", "from_pretrained"),
          "list_presets": ("bert_tf.presets", "list_presets"),
@@ -64,7 +64,9 @@ _LAZY = {"from_pretrained": ("bert_tf.pretrained", "from_pretrained"),
          "BertTextTokenClassifier": ("bert_tf.tasks.text_models.token_classifier",
                                      "BertTextTokenClassifier"),
          "BertQuestionAnswerer": ("bert_tf.tasks.text_models.question_answerer",
-                                  "BertQuestionAnswerer")}
+                                  "BertQuestionAnswerer"),
+         "GptTextClassifier": ("bert_tf.tasks.text_models.gpt_text_classifier",
+                               "GptTextClassifier")}
 
 
 def __getattr__(name: str):

@@ -54,6 +54,8 @@ REGISTERED = {
     "bert_tf.tasks.text_models.text_classifier": ("BertTextClassifier",),
     "bert_tf.tasks.text_models.text_embedder": ("BertTextEmbedder",),
     "bert_tf.tasks.text_models.token_classifier": ("BertTextTokenClassifier",),
+    "bert_tf.tasks.text_models.gpt_preprocessor": ("GptTextPreprocessor",),
+    "bert_tf.tasks.text_models.gpt_text_classifier": ("GptTextClassifier",),
     "bert_tf.tasks.text_models.question_answerer": ("BertQuestionAnswerer",),
 }
 
