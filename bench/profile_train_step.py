@@ -126,8 +126,8 @@ def read_events(logdir: str):
             for ev in events:
                 name = plane.event_metadata[ev.metadata_id].name
                 if name == "ExecutorState::ProcessAsync::Start":
-                    call = next((s.str_value for s in ev.stats
-                                 if stat_names.get(s.metadata_id) == "name"), "")
+                    call = next((s.str_value or stat_names.get(s.ref_value, "")
+                                 for s in ev.stats if stat_names.get(s.metadata_id) == "name"), "")
                     calls.append((ev.offset_ps, ev.offset_ps + ev.duration_ps, call))
             for ev in events:
                 name = plane.event_metadata[ev.metadata_id].name
@@ -136,7 +136,8 @@ def read_events(logdir: str):
                               if s <= ev.offset_ps and ev.offset_ps + ev.duration_ps <= e]
                     yield (inside[-1] if inside else "xla"), "XlaCluster", ev.duration_ps / 1e9
                     continue
-                if ":" not in name or name.startswith(("$", "Python", "ExecutorState")) or \
+                if ":" not in name or name.startswith(
+                        ("$", "Python", "ExecutorState", "ThunkExecutor")) or \
                         " " in name:
                     continue
                 op_name, op_type = name.rsplit(":", 1)

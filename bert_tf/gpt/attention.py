@@ -88,6 +88,16 @@ class GptAttention(keras.layers.Layer):
         the block's), and with `return_probs` the softmax output [N, n_head, S, S] before
         attention dropout.
         """
+        a = self.project(x, training=training, return_probs=return_probs)
+        if return_probs:
+            a, probs = a
+        a = self.resid_dropout(a, training=training)
+        return (a, probs) if return_probs else a
+
+    def project(self, x: tf.Tensor, training: bool | None = None, return_probs: bool = False):
+        """`call` without the residual dropout: c_proj's output float [N, S, n_embd] (and the
+        probabilities with `return_probs`); `GptBlock` applies `resid_dropout`'s mask itself in
+        its fused training path."""
         q, k, v = tf.split(self.c_attn(x), 3, axis=-1)
         q, v = self._split_heads(q), self._split_heads(v)
         k = tf.transpose(self._split_heads(k), [0, 1, 3, 2])  # [N, H, D, S], as the original
@@ -96,7 +106,7 @@ class GptAttention(keras.layers.Layer):
         a = tf.matmul(self.probs_dropout(probs, training=training), v)  # [N, H, S, D]
         a = tf.transpose(a, [0, 2, 1, 3])
         a = tf.reshape(a, tf.concat([tf.shape(a)[:-2], [self.config.n_embd]], axis=0))
-        a = self.resid_dropout(self.c_proj(a), training=training)
+        a = self.c_proj(a)
         return (a, probs) if return_probs else a
 
     def call_cached(self, x: tf.Tensor, cache: tuple[tf.Tensor, tf.Tensor],

@@ -9,6 +9,7 @@ from bert_tf.gpt.config import GptConfig
 from bert_tf.gpt.dropout import GptDropout
 from bert_tf.gpt.layers import GptConv1D, GptLayerNorm
 from bert_tf.modeling.activations import gelu, gelu_xla, get_activation
+from bert_tf.modeling.fused import dropout_residual_layer_norm
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -39,13 +40,16 @@ class GptMlp(keras.layers.Layer):
         self.built = True
 
     def call(self, x: tf.Tensor, training: bool | None = None) -> tf.Tensor:
+        return self.resid_dropout(self.project(x, training=training), training=training)
+
+    def project(self, x: tf.Tensor, training: bool | None = None) -> tf.Tensor:
+        """`call` without the residual dropout: c_proj's output float [N, S, n_embd]."""
         activation = self.activation
         if training and activation is gelu:
             activation = gelu_xla
         flat = tf.reshape(x, [-1, self.config.n_embd])
         out = self.c_proj.matmul_2d(activation(self.c_fc.matmul_2d(flat)))
-        out = tf.reshape(out, tf.shape(x))
-        return self.resid_dropout(out, training=training)
+        return tf.reshape(out, tf.shape(x))
 
     def get_config(self) -> dict:
         return {**super().get_config(), "config": self.config.to_dict()}
@@ -84,12 +88,26 @@ class GptBlock(keras.layers.Layer):
 
     def call(self, x: tf.Tensor, training: bool | None = None, return_probs: bool = False):
         """Args: x float [N, S, n_embd]. Returns h [N, S, n_embd] (and the attention
-        probabilities [N, n_head, S, S] with `return_probs`)."""
-        a = self.attn(x, training=training, return_probs=return_probs)
+        probabilities [N, n_head, S, S] with `return_probs`).
+
+        While training (unless a test injects the residual dropouts' masks), each
+        `ln(residual + dropout(sublayer))` runs as the two XLA kernels of
+        `bert_tf.modeling.fused.dropout_residual_layer_norm` (the dropout layer's own mask; same
+        values up to float rounding), as the MLP's GELU runs as `gelu_xla`."""
+        fused = bool(training) and not (self.attn.resid_dropout.has_injected_mask
+                                        or self.mlp.resid_dropout.has_injected_mask)
+        if not fused:
+            a = self.attn(x, training=training, return_probs=return_probs)
+            if return_probs:
+                a, probs = a
+            n = self.ln_1(x + a)
+            h = self.ln_2(n + self.mlp(n, training=training))
+            return (h, probs) if return_probs else h
+        a = self.attn.project(x, training=training, return_probs=return_probs)
         if return_probs:
             a, probs = a
-        n = self.ln_1(x + a)
-        h = self.ln_2(n + self.mlp(n, training=training))
+        n = _fused_ln(a, self.attn.resid_dropout, x, self.ln_1)
+        h = _fused_ln(self.mlp.project(n, training=True), self.mlp.resid_dropout, n, self.ln_2)
         return (h, probs) if return_probs else h
 
     def call_cached(self, x: tf.Tensor, cache: tuple[tf.Tensor, tf.Tensor],
@@ -103,3 +121,11 @@ class GptBlock(keras.layers.Layer):
 
     def get_config(self) -> dict:
         return {**super().get_config(), "config": self.config.to_dict()}
+
+
+def _fused_ln(y: tf.Tensor, dropout: GptDropout, residual: tf.Tensor,
+              norm: GptLayerNorm) -> tf.Tensor:
+    """norm(residual + dropout(y)) for y, residual [N, S, n_embd], with the dropout layer's mask
+    (drawn for y's shape, as its `call` draws it) applied inside the fused XLA kernels."""
+    return dropout_residual_layer_norm(y, dropout.scale_mask(y, training=True), residual,
+                                       norm.g, norm.b, norm.epsilon)

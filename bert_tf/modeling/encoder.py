@@ -166,8 +166,10 @@ class BertEncoder(CheckedInputs, DummyBatchBuilt, keras.Model):
     float rounding; dropout draws differ). The last block's cost falls by about 1 - (P+1)/seq.
 
     `xla_gelu_in_training=True`: with `training=True`, every block's FFN GELU runs as two
-    XLA-compiled elementwise kernels (`activations.gelu_xla`; same values up to rounding). Off by
-    default so that exported training functions hold no XLA; the pretraining trainer turns it on.
+    XLA-compiled elementwise kernels (`activations.gelu_xla`) and each dropout + residual +
+    LayerNorm as two more (`fused.dropout_residual_layer_norm`, the dropout layers' own masks);
+    same values up to rounding. Off by default so that exported training functions hold no XLA;
+    the pretraining trainer turns it on.
     """
 
     def __init__(self, config: BertConfig, xla_gelu_in_training: bool = False, **kwargs):

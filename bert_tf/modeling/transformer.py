@@ -10,6 +10,7 @@ from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling import lora
 from bert_tf.modeling.dropout import BertDropout
 from bert_tf.modeling.embeddings import layer_norm, truncated_normal
+from bert_tf.modeling.fused import dropout_residual_layer_norm
 from bert_tf.modeling.serialization import init_kwargs_from_saved, register
 
 
@@ -21,8 +22,10 @@ class BertTransformerBlock(keras.layers.Layer):
     `attention/output/dense`, `attention/output/LayerNorm`, `intermediate/dense` [H, I],
     `output/dense` [I, H], `output/LayerNorm`.
 
-    `xla_gelu_in_training=True` computes the FFN's GELU with `gelu_xla` when `training` is true
-    (same values up to float rounding, faster on CPU); inference always uses the plain op pattern.
+    `xla_gelu_in_training=True`: when `training` is true, computes the FFN's GELU with `gelu_xla`
+    and each dropout + residual + LayerNorm with `fused.dropout_residual_layer_norm` (XLA kernels;
+    same masks, same values up to float rounding, fewer passes on CPU); inference always uses the
+    plain op pattern.
     """
 
     def __init__(self, config: BertConfig, xla_gelu_in_training: bool = False, **kwargs):
@@ -87,20 +90,32 @@ class BertTransformerBlock(keras.layers.Layer):
         if return_probs:
             attended, probs = attended
         attended = tf.reshape(attended, [-1, self.hidden_size])
-        attention_output = self.attention_dropout(dense_2d(attended, self.attention_output, training),
-                                                  training=training)
-        attention_output = self.attention_layer_norm(attention_output + flat_input)
+        fused = bool(training) and self.xla_gelu_in_training
+        projected = dense_2d(attended, self.attention_output, training)
+        attention_output = self._dropout_residual_layer_norm(
+            projected, flat_input, self.attention_dropout, self.attention_layer_norm, training,
+            fused)
         activation = self.intermediate.activation
-        if training and self.xla_gelu_in_training and activation is gelu:
+        if fused and activation is gelu:
             activation = gelu_xla
         intermediate = activation(dense_2d(attention_output, self.intermediate, training))
-        layer_output = self.output_dropout(dense_2d(intermediate, self.output_dense, training),
-                                           training=training)
-        layer_output = self.output_layer_norm(layer_output + attention_output)
+        projected = dense_2d(intermediate, self.output_dense, training)
+        layer_output = self._dropout_residual_layer_norm(
+            projected, attention_output, self.output_dropout, self.output_layer_norm, training,
+            fused)
         layer_output = tf.reshape(layer_output, shape)
         if return_probs:
             return layer_output, probs
         return layer_output
+
+    @staticmethod
+    def _dropout_residual_layer_norm(x, residual, dropout, norm, training, fused):
+        """norm(dropout(x) + residual) for x, residual [rows, H]; with `fused`, as the two XLA
+        kernels of `dropout_residual_layer_norm` (same mask, same values up to rounding)."""
+        if not fused:
+            return norm(dropout(x, training=training) + residual)
+        return dropout_residual_layer_norm(x, dropout.scale_mask(x, training), residual,
+                                           norm.gamma, norm.beta, norm.epsilon)
 
 
 def dense_2d(x: tf.Tensor, layer: keras.layers.Dense, training: bool | None = None

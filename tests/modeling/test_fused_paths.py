@@ -1,0 +1,202 @@
+"""The training-only fused paths (`bert_tf.modeling.fused`: dropout + residual + LayerNorm as two
+XLA kernels) compute what the op-by-op path computes, with the same dropout masks.
+
+Tolerances: float32 paths differ only in the order of the reductions (mean, variance, the
+gradient's sums over 24-64 rows or features; XLA's order against TensorFlow's kernels, which may
+contract a multiply-add), whose rounding errors scale with the largest summand, not with the
+result: each tensor is compared with an absolute tolerance of 1e-5 (~170 float32 ulps) times its
+largest element (measured: up to 5e-7 of it, a gamma gradient summing terms that cancel), plus
+1e-6 for tensors that are zero in exact arithmetic and rounding noise of O(1) terms in float32
+(the key bias gradient, softmax being shift-invariant; the sum of an LayerNorm's input gradient).
+bfloat16 outputs are rounded
+once to bfloat16 (8 significant bits) on both paths, so they may differ by one bfloat16 ulp:
+2^-7 relative to the value. The fixture tests (tests/modeling/test_reference_outputs.py,
+tests/gpt, tests/training) check the fused paths against the originals' recorded outputs.
+"""
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.gpt.block import GptBlock
+from bert_tf.gpt.config import GptConfig
+from bert_tf.gpt.dropout import GptDropout
+from bert_tf.modeling import BertConfig
+from bert_tf.modeling.dropout import BertDropout
+from bert_tf.modeling.fused import dropout_residual_layer_norm
+from bert_tf.modeling.transformer import BertTransformerBlock
+
+BENCH = pathlib.Path(__file__).resolve().parents[2] / "bench" / "profile_train_step.py"
+F32_REL_TO_MAX = 1e-5
+BF16_RTOL = 2.0 ** -7
+
+
+def assert_close_f32(actual, expected):
+    """|actual - expected| <= 1e-5 · max|expected| + 1e-6 elementwise (see module doc)."""
+    expected = np.asarray(expected)
+    np.testing.assert_allclose(actual, expected, rtol=0,
+                               atol=F32_REL_TO_MAX * float(np.max(np.abs(expected))) + 1e-6)
+
+
+@pytest.fixture(autouse=True)
+def _float32_policy():
+    yield
+    keras.config.set_dtype_policy("float32")
+
+
+def _inputs(dtype, rows=24, width=32, seed=0):
+    rng = np.random.default_rng(seed)
+    x = tf.cast(rng.normal(size=(rows, width)) * 3.0, dtype)
+    residual = tf.cast(rng.normal(size=(rows, width)), dtype)
+    keep = rng.random((rows, width)) >= 0.1
+    mask = tf.cast(np.where(keep, 1.0 / 0.9, 0.0), dtype)
+    gamma = tf.constant(rng.normal(1.0, 0.2, width), tf.float32)
+    beta = tf.constant(rng.normal(0.0, 0.2, width), tf.float32)
+    return x, mask, residual, gamma, beta
+
+
+def _plain(x, mask, residual, gamma, beta, epsilon):
+    """Keras' layer normalization (what its LayerNormalization layer calls) of x · mask +
+    residual, as the blocks compute it unfused."""
+    summed = x if mask is None else x * mask
+    return keras.ops.layer_normalization(summed + residual, gamma, beta, epsilon=epsilon)
+
+
+@pytest.mark.parametrize("with_mask", [True, False])
+def test_fused_layer_norm_float32_values_and_gradients(with_mask):
+    x, mask, residual, gamma, beta = _inputs(tf.float32)
+    mask = mask if with_mask else None
+    upstream = tf.constant(np.random.default_rng(1).normal(size=x.shape), tf.float32)
+    results = []
+    for fn in (_plain, dropout_residual_layer_norm):
+        with tf.GradientTape() as tape:
+            tape.watch([x, residual, gamma, beta])
+            y = fn(x, mask, residual, gamma, beta, 1e-12)
+            loss = tf.reduce_sum(y * upstream)
+        results.append([y, *tape.gradient(loss, [x, residual, gamma, beta])])
+    for plain, fused in zip(*results):
+        assert_close_f32(fused, plain)
+
+
+def test_fused_layer_norm_bfloat16_output_within_one_ulp():
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    x, mask, residual, gamma, beta = _inputs(tf.bfloat16)
+    plain = _plain(x, mask, residual, gamma, beta, 1e-12)
+    fused = dropout_residual_layer_norm(x, mask, residual, gamma, beta, 1e-12)
+    assert fused.dtype == tf.bfloat16
+    plain, fused = (tf.cast(t, tf.float32).numpy() for t in (plain, fused))
+    np.testing.assert_allclose(fused, plain, rtol=BF16_RTOL, atol=BF16_RTOL)
+
+
+def test_fused_layer_norm_keeps_leading_axes():
+    x, mask, residual, gamma, beta = _inputs(tf.float32)
+    three = [tf.reshape(t, [4, 6, 32]) for t in (x, mask, residual)]
+    flat = dropout_residual_layer_norm(x, mask, residual, gamma, beta, 1e-5)
+    shaped = dropout_residual_layer_norm(*three, gamma, beta, 1e-5)
+    assert shaped.shape == (4, 6, 32)
+    np.testing.assert_array_equal(tf.reshape(shaped, [24, 32]), flat)
+
+
+@pytest.mark.parametrize("layer_cls", [BertDropout, GptDropout])
+def test_scale_mask_is_the_mask_call_applies(layer_cls):
+    """`scale_mask` draws what `call` draws (same stream position): inputs · mask == call."""
+    x = tf.random.stateless_normal([8, 16, 32], seed=[1, 2])
+    a, b = layer_cls(0.1, seed=3), layer_cls(0.1, seed=3)
+    called = a(x, training=True)
+    mask = b.scale_mask(x, training=True)
+    np.testing.assert_array_equal(x * mask, called)
+    assert b.scale_mask(x, training=False) is None
+    assert layer_cls(0.0).scale_mask(x, training=True) is None
+
+
+def _same_streams(layers_a, layers_b):
+    for la, lb in zip(layers_a, layers_b):
+        lb.seed_generator.state.assign(la.seed_generator.state)
+
+
+def _bert_block_run(block, x, mask_adder):
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = block(x, mask_adder, training=True)
+        loss = tf.reduce_sum(tf.cast(y, tf.float32) * tf.range(32, dtype=tf.float32))
+    return [y, *tape.gradient(loss, [x, *block.trainable_variables])]
+
+
+def test_bert_block_fused_training_path_equals_plain():
+    """xla_gelu_in_training (GELU and dropout + residual + LayerNorm as XLA kernels) against the
+    op-by-op block: same dropout masks, same outputs and gradients up to float32 rounding."""
+    config = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=64)
+    plain = BertTransformerBlock(config)
+    fused = BertTransformerBlock(config, xla_gelu_in_training=True)
+    plain.build(None)
+    fused.build(None)
+    fused.set_weights(plain.get_weights())
+    dropouts = lambda b: (b.attention.dropout, b.attention_dropout, b.output_dropout)  # noqa: E731
+    _same_streams(dropouts(plain), dropouts(fused))
+    x = tf.random.stateless_normal([2, 8, 32], seed=[4, 5])
+    mask_adder = tf.zeros([2, 1, 1, 8])
+    for a, b in zip(_bert_block_run(plain, x, mask_adder), _bert_block_run(fused, x, mask_adder)):
+        assert_close_f32(b, a)
+    # Inference is the plain op pattern on both.
+    np.testing.assert_array_equal(fused(x, mask_adder, training=False),
+                                  plain(x, mask_adder, training=False))
+
+
+def test_gpt_block_fused_training_path_equals_plain():
+    """GptBlock in training (fused dropout + residual + LayerNorm) against the op-by-op block
+    (the path it takes with injected masks): same masks, same values up to float32 rounding."""
+    c = GptConfig(n_vocab=50, n_special=0, n_ctx=8, n_embd=32, n_head=2, n_layer=1,
+                  embd_pdrop=0.1, attn_pdrop=0.1, resid_pdrop=0.1, clf_pdrop=0.1, afn="gelu")
+    block = GptBlock(c)
+    block.build()
+    x = tf.random.stateless_normal([2, 8, 32], seed=[6, 7])
+    dropouts = (block.attn.probs_dropout, block.attn.resid_dropout, block.mlp.resid_dropout)
+    start = [d.seed_generator.state.numpy() for d in dropouts]
+
+    def op_by_op(x):
+        a = block.attn(x, training=True)
+        n = block.ln_1(x + a)
+        return block.ln_2(n + block.mlp(n, training=True))
+
+    results = []
+    for fn in (op_by_op, lambda x: block(x, training=True)):
+        for d, s in zip(dropouts, start):
+            d.seed_generator.state.assign(s)
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = fn(x)
+            loss = tf.reduce_sum(y * tf.range(32, dtype=tf.float32))
+        results.append([y, *tape.gradient(loss, [x, *block.trainable_variables])])
+    for a, b in zip(*results):
+        assert_close_f32(b, a)
+
+
+def test_profile_categories():
+    """bench/profile_train_step.py's op categories on op names of the traced steps."""
+    spec = importlib.util.spec_from_file_location("profile_train_step", BENCH)
+    profile = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(profile)
+    cat = profile.categorize
+    assert cat("while/bert/layer_0/MatMul", "_MklNativeFusedMatMul") == "matmul"
+    assert cat("while/bert/layer_0/self/MatMul_1", "_MklBatchMatMulV2") == "matmul"
+    assert cat("gradient_tape/bert/layer_0/BiasAdd/BiasAddGrad", "BiasAddGrad") == "bias_grad"
+    assert cat("while/bert/layer_0/attention_output_LayerNorm/moments/mean", "Mean") == \
+        "layer_norm"
+    assert cat("while/bert/layer_0/fused_ln/PartitionedCall", "XlaCluster") == "layer_norm"
+    assert cat("while/bert/layer_0/gelu_xla/PartitionedCall", "XlaCluster") == "gelu"
+    assert cat("while/PartitionedCall_3", "XlaCluster") == "xla"
+    assert cat("while/bert/layer_0/self/dropout/StatelessRandomUniformFullIntV2",
+               "StatelessRandomUniformFullIntV2") == "dropout_rng"
+    assert cat("while/bert/layer_0/attention_dropout/mul", "Mul") == "dropout_apply"
+    assert cat("while/bert/layer_0/Cast_3", "Cast") == "cast"
+    assert cat("while/AdamWeightDecay/ResourceApplyAdam", "ResourceApplyAdam") == "optimizer"
+    assert cat("while/bert/embeddings/GatherV2", "GatherV2") == "gather_scatter"
+    assert cat("while/bert/layer_0/self/Softmax", "_MklSoftmax") == "softmax"
+    assert cat("while/bert/layer_0/add", "AddV2") == "elementwise"
+    assert set(profile.CATEGORIES) >= {"matmul", "cast", "other"}
