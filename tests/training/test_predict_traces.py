@@ -134,3 +134,39 @@ def test_cached_model_function_rebuilds_when_variables_change():
     holder.add_weight(shape=(1,), name="w")  # e.g. LoRA adapters: the graph would be stale
     assert cached_model_function(holder, "k", factory) is not a
     assert built == [True, True, True]
+
+
+@pytest.mark.long  # building a raw-text model traces its tokenizer: ~20 s on 2 cores
+def test_text_model_predict_traces_bounded(tmp_path):
+    """The raw-text models predict through Keras' `predict`, whose `predict_function` Keras
+    keeps on the model (reduce_retracing: the first new batch size generalises the batch axis;
+    texts are packed to the fixed sequence_length): repeated calls of any size add no trace."""
+    import bert_tf
+    from bert_tf.checkpoints import save_original_checkpoint
+    from bert_tf.modeling import BertEncoder
+
+    words = "the a movie film good bad great awful plot acting was is".split()
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + words
+    (tmp_path / "vocab.txt").write_text("".join(t + "\n" for t in vocab), encoding="utf-8")
+    config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=64,
+                        max_position_embeddings=32, type_vocab_size=2)
+    config.to_json_file(tmp_path / "bert_config.json")
+    keras.utils.set_random_seed(0)
+    save_original_checkpoint(BertEncoder(config).build_from_config_shapes(),
+                             tmp_path / "bert_model.ckpt")
+    model = bert_tf.BertTextClassifier.from_pretrained(str(tmp_path), num_classes=2,
+                                                       sequence_length=16)
+    rng = np.random.default_rng(0)
+
+    def texts(n):
+        return [" ".join(rng.choice(words, size=rng.integers(1, 12))) for _ in range(n)]
+
+    first = model.predict(texts(5), batch_size=4)
+    model.predict(texts(9), batch_size=4)
+    traces = model.predict_function.experimental_get_tracing_count()
+    assert traces <= 2, traces
+    for n, batch in ((3, 4), (11, 8), (5, 4)):
+        model.predict(texts(n), batch_size=batch)
+    assert model.predict_function.experimental_get_tracing_count() == traces
+    assert len(first) == 5
