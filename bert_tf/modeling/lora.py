@@ -8,6 +8,8 @@ adapted kernel is what they multiply by: LoRA works through them unchanged. This
 Keras does not: picking the target layers by name, freezing the rest of the model (the task head
 stays trainable by default: it is new), a small adapters-only file, and merging the adapters into
 the kernels for export (the merged model has no LoRA variables: serving costs nothing extra).
+GPT-1's `GptConv1D` (not a Dense) has the same `enable_lora` / `kernel` interface
+(`supports_lora`), so GPT-1 models take adapters too (c_attn, c_proj, c_fc).
 
     n = enable_lora(model, rank=8, alpha=16)          # query/value of every block
     ... fine-tune (only the adapters and the head are trainable) ...
@@ -21,7 +23,8 @@ training, an adapted layer of a transformer block computes `x @ W + b + alpha/r 
 `BertDropout` attached to the layer (`layer.lora_dropout`: its random stream is checkpointed with
 the others, and cut batches draw the padded batch's masks). At inference, and with p = 0, the
 layers multiply by the adapted kernel in one matmul, as before. Dropout > 0 is refused for layers
-that Keras calls itself (the pooler, a head): their call has no adapter path.
+that Keras calls itself (the pooler, a head) and for GPT-1's conv1d layers: their call has no
+adapter path.
 
 A fine-tuning run's checkpoint names the adapters after the kernel's original name
 (`bert/encoder/layer_0/attention/self/query/lora_a`, `.../lora_b`, and the scalar
@@ -50,9 +53,6 @@ DROPOUT_LAYERS = ("query", "key", "value", "attention_output_dense", "intermedia
                   "output_dense")
 """The layers whose adapter path can take dropout: the transformer blocks' matmuls, which call
 `adapter_term` (other Dense layers are called by Keras, which has no adapter path)."""
-
-CHECKPOINT_SUFFIXES = ("lora_a", "lora_b", "lora_alpha")
-"""Checkpoint names of a layer's adapters: `<kernel name without /kernel>/<suffix>`."""
 
 FORMAT = "bert_tf.lora/1"
 _META_KEY = "__meta__"
@@ -93,7 +93,8 @@ def _head_variables(model) -> list:
 
 
 def adaptable_layers(model) -> list:
-    """The layers of `model` LoRA can adapt (Dense, EinsumDense, GPT-1's conv1d), in order."""
+    """The layers of `model` LoRA can adapt (Dense, EinsumDense, GPT-1's conv1d), in Keras'
+    layer order."""
     return [layer for layer in _all_layers(model) if _adaptable(layer)]
 
 
@@ -407,14 +408,3 @@ def checkpoint_names(model, names: dict) -> dict:
         out[f"{prefix}/lora_alpha"] = np.float32(layer.lora_alpha)
     return out
 
-
-def checkpoint_adapters(shapes: dict, names: dict) -> dict:
-    """Which layers a checkpoint adapts: {kernel name: rank} for every `<prefix>/lora_a` in
-    `shapes` (checkpoint name -> shape) whose `<prefix>/kernel` is in `names`."""
-    found = {}
-    for name, shape in shapes.items():
-        if name.endswith("/lora_a") and len(shape) == 2:
-            kernel = name[: -len("lora_a")] + "kernel"
-            if kernel in names:
-                found[kernel] = int(shape[1])
-    return found

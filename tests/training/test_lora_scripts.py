@@ -120,7 +120,8 @@ def test_lora_run_checkpoint_adapter_file_and_reload(tmp_path, capsys):
     model = _classifier()
     finetuning.init_model(model, None)
     init = {n: np.array(v) for n, v in finetuning.checkpoint_variable_map(model).items()}
-    result = train_model(model, arrays, _loss, _options(tmp_path, lora_rank=2, lora_alpha=4.0))
+    result = train_model(model, arrays, _loss, _options(tmp_path, steps=2, lora_rank=2,
+                                                        lora_alpha=4.0))
     h, r, layers = 16, 2, 4
     adapters, head = layers * (h * r + r * h), 2 * h + 2
     assert f"{adapters + head:,} trainable parameters ({adapters:,} in the adapters, " \
@@ -154,11 +155,16 @@ def test_lora_run_checkpoint_adapter_file_and_reload(tmp_path, capsys):
 
 
 def test_rank_0_is_the_original_run(tmp_path):
+    """--lora_rank=0 (the default) adds nothing: no adapters, every weight trainable, the
+    training state (checkpoint names) exactly the model's original names."""
     model = _classifier()
-    result = train_model(model, _arrays(), _loss, _options(tmp_path, steps=2))
-    assert not lora.lora_layers(model) and "lora_weights" not in result
-    assert not any("lora" in name for name in read_checkpoint(result["checkpoint"]))
+    assert apply_lora_options(model, _options(tmp_path)) == []
+    assert not lora.lora_layers(model)
     assert all(v.trainable for v in model.weights if v.dtype == "float32")
+    names = finetuning.training_state_map(model)
+    assert set(names) == set(finetuning.checkpoint_variable_map(model)) | {
+        n for n in names if n.startswith(finetuning.RANDOM_STATE_SCOPE)}
+    assert not any("lora" in n for n in names)
 
 
 @pytest.mark.long  # ~60 s on a loaded 2-core machine
@@ -196,6 +202,7 @@ def test_stopped_lora_run_resumes_bit_identical(tmp_path):
         apply_lora_options(model, _options(out, lora_rank=4))
 
 
+@pytest.mark.long  # ~15-25 s; the GPT-1 script test below covers training and export
 def test_gpt_classifier_adapters_train_reload_and_merge(tmp_path):
     from bert_tf.gpt.config import GptConfig
     from bert_tf.gpt.task_model import GptClassifier
@@ -211,7 +218,7 @@ def test_gpt_classifier_adapters_train_reload_and_merge(tmp_path):
               "label_ids": (np.arange(16) % 2).astype(np.int32)}
     model = gpt()
     model({"token_ids": arrays["token_ids"][:2]})
-    result = train_model(model, arrays, _loss, _options(tmp_path, lora_rank=2,
+    result = train_model(model, arrays, _loss, _options(tmp_path, steps=2, lora_rank=2,
                                                         lora_targets=["c_attn"]),
                          input_keys=("token_ids",), length_key=None)
     assert sorted(lora.lora_layers(model)) == ["transformer/h0/attn/c_attn",
@@ -299,6 +306,8 @@ def test_classifier_script_killed_between_steps_resumes_and_exports_merged(
          f"--export_dir={export}"], capture_output=True, text=True, cwd=PROJECT_ROOT,
         env=_env(), timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    import tensorflow_text  # noqa: F401 (the in-graph tokenizer's ops)
+
     served = tf.saved_model.load(str(export / "1"))
     assert not [v.name for v in served.variables if "lora" in v.name]
     graph_text = (export / "1" / "saved_model.pb").read_bytes()
@@ -317,3 +326,51 @@ def test_classifier_script_killed_between_steps_resumes_and_exports_merged(
     got = fn(**{k: tf.constant(v) for k, v in x.items()
                 if k in fn.structured_input_signature[1]})
     np.testing.assert_allclose(got["logits"].numpy(), expected, atol=MERGE_ATOL, rtol=0)
+
+
+@pytest.mark.long
+def test_gpt_classifier_script_with_lora_exports_merged(original_fixtures, tmp_path):
+    """tools/run_gpt_classifier.py --lora_rank=2 on a tiny GPT-1 (the fixture vocabulary, own
+    csv rows): only the c_attn adapters and the head train, the checkpoint and
+    lora_weights.npz hold the adapters, and --export_dir serves the merged model (no LoRA
+    variables) with test_results.tsv's probabilities (unmerged model) within 1e-5."""
+    import csv
+
+    from bert_tf.gpt.config import GptConfig
+
+    vocab = original_fixtures / "vocab_uncased.txt"
+    n_vocab = sum(1 for _ in open(vocab, encoding="utf-8"))
+    config = tmp_path / "gpt_config.json"
+    GptConfig(n_vocab=n_vocab, n_special=3, n_ctx=24, n_embd=32, n_head=2,
+              n_layer=2).to_json_file(config)
+    words = ["good", "bad", "film", "the", "was", "very", "not", "story", "great", "dull"]
+    rng = np.random.default_rng(0)
+    rows = [(" ".join(rng.choice(words, 6)), ["neg", "pos"][i % 2]) for i in range(40)]
+    for name, part in (("train", rows[:32]), ("test", rows[32:])):
+        with open(tmp_path / f"{name}.csv", "w", encoding="utf-8", newline="") as f:
+            csv.writer(f).writerows([("text", "label"), *part])
+    out, export = tmp_path / "out", tmp_path / "export"
+    proc = subprocess.run(
+        [sys.executable, str(PROJECT_ROOT / "tools" / "run_gpt_classifier.py"),
+         "--task_name=csv", f"--train_file={tmp_path / 'train.csv'}",
+         f"--test_file={tmp_path / 'test.csv'}", "--text_a_column=text", "--label_column=label",
+         f"--gpt_config_file={config}", f"--vocab_file={vocab}", f"--output_dir={out}",
+         f"--export_dir={export}", "--do_train", "--do_predict", "--max_seq_length=24",
+         "--max_text_length=16", "--train_batch_size=8", "--num_train_epochs=1",
+         "--learning_rate=1e-3", "--lora_rank=2", "--lora_alpha=4"],
+        capture_output=True, text=True, cwd=PROJECT_ROOT, env=_env(), timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "LoRA on 2 layers" in proc.stdout and "trainable parameters" in proc.stdout
+    saved = read_checkpoint(finetuning.latest_checkpoint(str(out)))
+    adapted = sorted(n for n in saved if n.endswith("/lora_a"))
+    assert len(adapted) == 2 and all(n.endswith("/attn/c_attn/lora_a") for n in adapted)
+    meta, arrays = lora.read_lora_file(str(out / LORA_WEIGHTS_FILE))
+    assert len(meta["layers"]) == 2 and meta["head"]
+    lines = (out / "test_results.tsv").read_text().splitlines()
+    probs = np.array([[float(x) for x in line.split("\t")] for line in lines])
+    import tensorflow_text  # noqa: F401 (the in-graph tokenizer's ops)
+
+    served = tf.saved_model.load(str(export / "1"))
+    assert not [v.name for v in served.variables if "lora" in v.name]
+    got = served.signatures["serving_default"](text=tf.constant([t for t, _ in rows[32:]]))
+    np.testing.assert_allclose(got["probabilities"].numpy(), probs, atol=MERGE_ATOL)
