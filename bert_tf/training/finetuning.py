@@ -486,7 +486,7 @@ def train_model(model: keras.Model, arrays: Mapping[str, np.ndarray], loss_fn: L
     check_global_batch(options.train_batch_size, strategy)
     options.check_memory_options(options.train_batch_size, strategy.num_replicas_in_sync)
     checkpoint_variable_map(model)  # builds it
-    lora_paths = apply_lora_options(model, options, strategy)  # [] for --lora_rank=0
+    lora_paths = apply_lora_options(model, options, strategy)  # [] without LoRA
     if options.recompute_activations:
         enable_recompute(model)
     check_model_in_scope(model, strategy)

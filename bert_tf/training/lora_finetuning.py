@@ -92,19 +92,21 @@ def apply_lora_options(model, opts, strategy=None) -> list[str]:
     when they are the options' rank and alpha. Adapter variables are created under `strategy`'s
     scope (the model's). Prints the trainable parameter count.
 
+    With `opts.lora_rank` 0, adapters the model already has (`modeling.lora.enable_lora` called
+    by the user, or re-created from a run's checkpoint) are kept and trained as they are.
+
     Raises:
-      UserInputError naming the flag: a target that matches no layer, LoRA settings that differ
-      from the adapters already in the model (its output_dir's checkpoint), or adapters in the
-      model with --lora_rank=0.
+      UserInputError naming the flag: a target that matches no layer, or LoRA settings that
+      differ from the adapters already in the model (its output_dir's checkpoint).
     """
     check_lora_options(opts)
     present = lora.lora_layers(model)
     if opts.lora_rank == 0:
-        if present:
-            raise UserInputError(
-                f"--lora_rank=0 but the model has LoRA adapters (e.g. {next(iter(present))}; "
-                "from the checkpoint in --output_dir): pass that run's --lora_* flags")
-        return []
+        if present:  # enabled through the Python API, or re-created from a run's checkpoint
+            logging.info("--lora_rank=0: training the model's own LoRA adapters (%d layers)",
+                         len(present))
+            print(trainable_parameter_report(model, sorted(present)))
+        return sorted(present)
     alpha = float(opts.lora_alpha if opts.lora_alpha is not None else opts.lora_rank)
     if present:
         for path, layer in present.items():
