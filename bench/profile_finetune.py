@@ -1,0 +1,323 @@
+#!/usr/bin/env python3
+"""Where fine-tuning and prediction time goes: op-ms per category of bert_tf's fine-tuning
+train step and of one `predict_arrays` call, from the TF profiler (issue 35).
+
+  python bench/profile_finetune.py                                   # the default cases
+  python bench/profile_finetune.py --tasks classifier --modes predict --predict_jit 0,1
+  python bench/profile_finetune.py --onednn 1,0                      # TF_ENABLE_ONEDNN_OPTS A/B
+  git worktree add /tmp/before <commit>
+  python bench/profile_finetune.py --compare_with /tmp/before        # same-run A/B ratios
+
+Model: the all-MiniLM-L6-v2 shape that `bench/bench_finetune_vs_hf.py` runs (L6 H384 A12 I1536,
+vocab 30,522), seeded random weights, so no ../shared or weights package is needed: the op mix
+does not depend on the values. Tasks: "classifier" (`BertClassifier`, 2 labels, the MRPC /
+IMDb case) and "token" (`BertTokenClassifier`, 9 labels, the CoNLL-2003 case). Inputs: `--seq`
+long, example lengths drawn (seeded) uniformly in [`--min_length`, seq], as task features are.
+
+Modes, each the code path the bench times:
+  * train: `finetuning.make_train_step` (the original AdamWeightDecay, clipping at 1.0, dropout
+    0.1) in one `tf.function` with a dynamic sequence axis, on batches of `--batch` cut to
+    their longest example rounded up to 8 (what `train_model` runs by default);
+  * predict: one `predict_arrays(model, inputs, --predict_batch, ["logits"])` call on
+    `--predict_examples` examples (length-bucketed, the default), after an untimed call that
+    traces (the function is cached with the model, so the profiled call runs no trace);
+    `--predict_jit 1` runs the same batches through `tf.function(jit_compile=True)` (XLA).
+
+Each case runs in its own process (`--worker`; the tree first on PYTHONPATH; `--threads`
+intra-op threads, 0 = all cores; one inter-op thread, as the bench), in alternating order when
+there are two trees or oneDNN settings. Categories: `bench/profile_train_step.py`'s
+(`categorize`): matmul (MatMul / BatchMatMul / Einsum and oneDNN's fused MatMul+BiasAdd(+GELU)),
+elementwise, gelu, softmax, layer_norm, dropout_rng, dropout_apply, cast, bias_grad,
+gather_scatter, loss, optimizer, xla (an XLA cluster, e.g. the whole predict step under
+`--predict_jit 1`), other.
+
+stdout: one JSON object: per case, op-ms per step (train) or per call (predict) by category,
+op counts, the wall time outside TF ops (tracing, Python; "wall_minus_op_ms"), the top op types (which show the matmul kernels oneDNN's remapper chose, e.g.
+`_MklFusedMatMul` vs `MatMul` + `BiasAdd`), and the traced wall ms (loaded-machine timing: use
+the same-run ratios, never the ms); with two trees or two oneDNN settings,
+`ratio_b_over_a` per category. A profiling tool: nothing is asserted.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+MINILM = dict(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
+              intermediate_size=1536, max_position_embeddings=512, type_vocab_size=2,
+              hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+NUM_LABELS = {"classifier": 2, "token": 9}
+_GRAPPLER_SCOPE = re.compile(r"\w*Optimizer/")
+
+
+def make_arrays(task: str, n: int, seq: int, min_length: int, seed: int = 0) -> dict:
+    """Seeded task features [n, seq]: ids, mask and type ids of random lengths, and labels."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(min(min_length, seq), seq + 1, size=n)
+    mask = (np.arange(seq)[None, :] < lengths[:, None]).astype(np.int32)
+    ids = rng.integers(1000, MINILM["vocab_size"], size=(n, seq)).astype(np.int32) * mask
+    ids[:, 0] = 101
+    types = np.zeros_like(ids)
+    if task == "token":
+        labels = rng.integers(0, NUM_LABELS[task], size=(n, seq)).astype(np.int32) * mask
+    else:
+        labels = rng.integers(0, NUM_LABELS[task], size=n).astype(np.int32)
+    return {"input_word_ids": ids, "input_mask": mask, "input_type_ids": types,
+            "label_ids": labels}
+
+
+def build_model(task: str):
+    import keras
+
+    from bert_tf.modeling import BertClassifier, BertConfig, BertTokenClassifier
+    keras.utils.set_random_seed(1)
+    config = BertConfig(**MINILM)
+    cls = BertTokenClassifier if task == "token" else BertClassifier
+    return cls(config, num_labels=NUM_LABELS[task]).build_from_config_shapes()
+
+
+def build_train(args, model, arrays):
+    """-> run() doing one train step on the next cut batch."""
+    import tensorflow as tf
+
+    from bert_tf.tasks.classifier import classification_loss
+    from bert_tf.tasks.ner.scoring import ner_loss_fn
+    from bert_tf.training.finetuning import make_train_step
+    from bert_tf.training.length_batching import (DEFAULT_LENGTH_MULTIPLE, example_lengths,
+                                                  round_up_length)
+    from bert_tf.training.optimization import create_optimizer
+
+    steps = args.warmup + args.steps
+    optimizer = create_optimizer(2e-5, 1000, 100)
+    loss_fn = ner_loss_fn if args.task == "token" else (
+        lambda outputs, batch: classification_loss(outputs["logits"], batch["label_ids"]))
+    seq = arrays["input_mask"].shape[1]
+    step_fn = make_train_step(model, optimizer, loss_fn, padded_length=seq,
+                              length_key="input_mask")
+    signature = {k: tf.TensorSpec([None, None] if v.ndim == 2 else [None], tf.as_dtype(v.dtype))
+                 for k, v in arrays.items()}
+    step = tf.function(step_fn, input_signature=[signature])
+    batches = []
+    n = len(arrays["input_mask"])
+    for i in range(steps):
+        start = (i * args.batch) % max(n - args.batch + 1, 1)
+        batch = {k: v[start:start + args.batch] for k, v in arrays.items()}
+        length = round_up_length(int(example_lengths(batch["input_mask"]).max()),
+                                 DEFAULT_LENGTH_MULTIPLE, seq)
+        batches.append({k: v[:, :length] if v.ndim == 2 else v for k, v in batch.items()})
+    state = {"i": 0}
+
+    def run():
+        batch = batches[state["i"] % len(batches)]
+        state["i"] += 1
+        return float(step(batch)["loss"].numpy())
+
+    return run
+
+
+def build_predict(args, model, arrays):
+    """-> run() doing one whole prediction call."""
+    import numpy as np
+    import tensorflow as tf
+
+    from bert_tf.training.finetuning import predict_arrays
+    from bert_tf.training.length_batching import plan_length_batches, example_lengths
+
+    inputs = {k: arrays[k][:args.predict_examples]
+              for k in ("input_word_ids", "input_mask", "input_type_ids")}
+    if not int(args.predict_jit):
+        def run():
+            out = predict_arrays(model, inputs, args.predict_batch, ["logits"], progress=False)
+            return float(np.abs(out["logits"]).mean())
+
+        return run
+    # XLA: the same length-sorted, cut batches through one jit-compiled function (one XLA
+    # compile per distinct (batch, length) shape, all done in the untimed warm-up call).
+    plan = plan_length_batches(example_lengths(inputs["input_mask"]), args.predict_batch,
+                               inputs["input_mask"].shape[1])
+    forward = tf.function(lambda b: model(b, training=False)["logits"], jit_compile=True)
+    batches = [{k: v[p.indices][:, :p.length] for k, v in inputs.items()} for p in plan]
+
+    def run():
+        return float(sum(float(tf.reduce_mean(tf.abs(forward(b)))) for b in batches))
+
+    return run
+
+
+def worker(args: argparse.Namespace) -> None:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    import bert_tf
+    from profile_train_step import CATEGORIES, categorize, read_events
+    tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    n = max(args.predict_examples, args.batch * (args.warmup + args.steps))
+    arrays = make_arrays(args.task, n, args.seq, args.min_length)
+    model = build_model(args.task)
+    run = (build_train if args.mode == "train" else build_predict)(args, model, arrays)
+    calls = args.steps if args.mode == "train" else 1
+    for _ in range(args.warmup if args.mode == "train" else 1):
+        run()
+    logdir = tempfile.mkdtemp(prefix="profile_finetune_trace_")
+    tf.profiler.experimental.start(logdir)
+    start = time.perf_counter()
+    for _ in range(calls):
+        value = run()
+    wall = (time.perf_counter() - start) / calls
+    tf.profiler.experimental.stop()
+    by_cat, count, by_type = collections.Counter(), collections.Counter(), collections.Counter()
+    type_count = collections.Counter()
+    by_name = collections.Counter()
+    for op_name, op_type, ms in read_events(logdir):
+        if op_type in ("StartRegion", "StopRegion"):  # profiler markers, not ops
+            continue
+        # Grappler's rewrites keep the op's scope under "<Name>Optimizer/" (e.g. the arithmetic
+        # optimizer's AddN of the residual adds): drop it, or "optimizer" would claim them.
+        op_name = _GRAPPLER_SCOPE.sub("", op_name)
+        cat = categorize(op_name, op_type)
+        by_name[f"{op_name} ({op_type}, {cat})"] += ms
+        by_cat[cat] += ms
+        count[cat] += 1
+        by_type[f"{op_type} ({cat})"] += ms
+        type_count[f"{op_type} ({cat})"] += 1
+    shutil.rmtree(logdir, ignore_errors=True)
+    print(json.dumps({
+        "bert_tf": os.path.dirname(os.path.dirname(bert_tf.__file__)),
+        "onednn_opts": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default"),
+        "per": "train step" if args.mode == "train" else
+               f"predict call of {args.predict_examples} examples",
+        "wall_ms_traced": round(wall * 1e3, 1), "last_value": value,
+        "op_ms": round(sum(by_cat.values()) / calls, 1),
+        # Host time outside TF ops (tracing, Python, feeding); ops run one at a time here
+        # (one inter-op thread), so wall - op-ms is that time.
+        "wall_minus_op_ms": round(wall * 1e3 - sum(by_cat.values()) / calls, 1),
+        "ops": int(sum(count.values()) // calls),
+        "op_ms_by_category": {c: round(by_cat[c] / calls, 2) for c in CATEGORIES},
+        "ops_by_category": {c: int(count[c] // calls) for c in CATEGORIES},
+        "top_op_types_ms": {k: [round(v / calls, 2), int(type_count[k] // calls)]
+                            for k, v in by_type.most_common(args.top)},
+        **({"top_op_names_ms": {k: round(v / calls, 2) for k, v in by_name.most_common(args.top)}}
+           if args.by_name else {})}))
+
+
+def run_worker(tree: pathlib.Path, onednn: str, case: dict, args) -> dict:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(tree), str(ROOT / "bench")] +
+        [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}
+    if onednn != "default":
+        env["TF_ENABLE_ONEDNN_OPTS"] = onednn
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker",
+           "--task", case["task"], "--mode", case["mode"], "--predict_jit", str(case["jit"])]
+    for name in ("seq", "min_length", "batch", "predict_batch", "predict_examples", "steps",
+                 "warmup", "threads", "top"):
+        cmd += [f"--{name}", str(getattr(args, name))]
+    cmd += ["--by_name"] if args.by_name else []
+    proc = subprocess.run(cmd, env=env, cwd=str(tree), capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"worker {case} for {tree} (oneDNN {onednn}) failed:\n"
+                         f"{proc.stderr[-3000:]}")
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    if pathlib.Path(result["bert_tf"]).resolve() != tree.resolve():
+        raise SystemExit(f"worker for {tree} imported bert_tf from {result['bert_tf']}")
+    return result
+
+
+def _list(ap, value: str, allowed, what: str) -> list:
+    items = [v for v in value.split(",") if v]
+    for v in items:
+        if v not in allowed:
+            ap.error(f"--{what}: {v!r} is not one of {sorted(allowed)}")
+    return items
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--task", default="classifier", help=argparse.SUPPRESS)
+    ap.add_argument("--mode", default="train", help=argparse.SUPPRESS)
+    ap.add_argument("--tasks", default="classifier,token", help="comma list: classifier, token")
+    ap.add_argument("--modes", default="train,predict", help="comma list: train, predict")
+    ap.add_argument("--predict_jit", default="0", help="comma list of 0 (XLA off), 1 (XLA on)")
+    ap.add_argument("--onednn", default="default",
+                    help="comma list of TF_ENABLE_ONEDNN_OPTS values (default, 1, 0); two "
+                         "values make an A/B in the same run")
+    ap.add_argument("--compare_with", default=None,
+                    help="another bert_tf checkout (e.g. a git worktree of an earlier commit)")
+    ap.add_argument("--seq", type=int, default=128)
+    ap.add_argument("--min_length", type=int, default=16)
+    ap.add_argument("--batch", type=int, default=32, help="train batch")
+    ap.add_argument("--predict_batch", type=int, default=32)
+    ap.add_argument("--predict_examples", type=int, default=128)
+    ap.add_argument("--steps", type=int, default=3, help="profiled train steps per case")
+    ap.add_argument("--warmup", type=int, default=2, help="untimed train steps (tracing)")
+    ap.add_argument("--threads", type=int, default=0, help="intra-op threads (0: all cores)")
+    ap.add_argument("--top", type=int, default=15, help="how many op types to list")
+    ap.add_argument("--by_name", action="store_true", help="also list the top op names")
+    args = ap.parse_args()
+    if args.worker:
+        worker(args)
+        return
+    tasks = _list(ap, args.tasks, NUM_LABELS, "tasks")
+    modes = _list(ap, args.modes, ("train", "predict"), "modes")
+    jits = [int(j) for j in _list(ap, args.predict_jit, ("0", "1"), "predict_jit")]
+    onednn = _list(ap, args.onednn, ("default", "0", "1"), "onednn")
+    trees = {"this": ROOT}
+    if args.compare_with:
+        other = pathlib.Path(args.compare_with)
+        if not (other / "bert_tf" / "__init__.py").is_file():
+            ap.error(f"--compare_with={args.compare_with!r}: no bert_tf/ package there")
+        trees["other"] = other
+    sides = [(t, o) for t in trees for o in onednn]
+    if len(sides) > 2:
+        ap.error("--compare_with and two --onednn values together make more than an A/B; "
+                 "give one of them")
+    sys.path.insert(0, str(ROOT / "bench"))
+    from host import cpu_description  # bench/host.py: the CPU the profile ran on
+    from profile_train_step import CATEGORIES
+    cases = {}
+    load_before = os.getloadavg()
+    plan = [{"task": t, "mode": m, "jit": j} for t in tasks for m in modes
+            for j in (jits if m == "predict" else [0])]
+    for i, case in enumerate(plan):
+        order = sides if i % 2 == 0 else list(reversed(sides))
+        got = {f"{t} onednn={o}": run_worker(trees[t], o, case, args) for t, o in order}
+        if len(sides) == 2:
+            a, b = (got[f"{t} onednn={o}"] for t, o in sides)
+            got["ratio_b_over_a"] = {c: round(b["op_ms_by_category"][c] /
+                                              a["op_ms_by_category"][c], 3)
+                                     for c in CATEGORIES if a["op_ms_by_category"][c] > 0.05
+                                     and b["op_ms_by_category"][c] > 0.05}
+            got["ratio_b_over_a"]["total_op_ms"] = round(b["op_ms"] / a["op_ms"], 3)
+        name = f"{case['task']} {case['mode']}" + (f" jit={case['jit']}"
+                                                   if case["mode"] == "predict" else "")
+        cases[name] = got
+    print(json.dumps({"bench": "bert_tf profile_finetune", "cpu": cpu_description(),
+                      "model": "all-MiniLM-L6-v2 shape (L6 H384 A12 I1536), random weights",
+                      "sides_a_b": [f"{t} onednn={o}" for t, o in sides],
+                      "trees": {k: str(v) for k, v in trees.items()},
+                      "settings": {k: getattr(args, k) for k in (
+                          "seq", "min_length", "batch", "predict_batch", "predict_examples",
+                          "steps", "warmup", "threads")},
+                      "timing_note": "op-ms from the TF profiler summed over threads; compare "
+                                     "ratios within one run, not ms across runs or machines",
+                      "loadavg_1_5_15_before": [round(x, 2) for x in load_before],
+                      "loadavg_1_5_15_after": [round(x, 2) for x in os.getloadavg()],
+                      "cases": cases}))
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT / "bench"))
+    main()
