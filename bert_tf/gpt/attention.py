@@ -24,12 +24,16 @@ def cached_causal_mask_scores(w: tf.Tensor, index: tf.Tensor) -> tf.Tensor:
 
 
 def select_cache_write(cache: tf.Tensor, new: tf.Tensor, index: tf.Tensor) -> tf.Tensor:
-    """cache float [N, H, C, D] with new [N, H, T, D] written at slots index..index+T-1, by TF
-    core ops only (a pad and a select over the C slots): what a SavedModel's generation loop
-    uses, since servers without XLA cannot run `XlaDynamicUpdateSlice`."""
+    """cache float [..., C, D] with new [..., T, D] written at slots index..index+T-1 (the slot
+    axis is the second last: `GptModel.empty_cache`'s [N·n_head, C, head_size], or any leading
+    axes), by TF core ops only (a pad and a select over the C slots): what a SavedModel's
+    generation loop uses, since servers without XLA cannot run `XlaDynamicUpdateSlice`."""
+    cache, new = tf.convert_to_tensor(cache), tf.convert_to_tensor(new)
     index = tf.cast(index, tf.int32)
-    slots, t = tf.shape(cache)[2], tf.shape(new)[2]
-    padded = tf.pad(new, [[0, 0], [0, 0], [index, slots - index - t], [0, 0]])
+    slots, t = tf.shape(cache)[-2], tf.shape(new)[-2]
+    rank = new.shape.rank
+    paddings = [[0, 0]] * (rank - 2) + [[index, slots - index - t], [0, 0]]
+    padded = tf.pad(new, paddings)
     s = tf.range(slots)
     inside = tf.logical_and(s >= index, s < index + t)
     return tf.where(inside[:, tf.newaxis], padded, cache)
@@ -115,31 +119,41 @@ class GptAttention(keras.layers.Layer):
         cached ones and to themselves (eval mode: no dropout).
 
         Args: x float [N, T, n_embd] (the inputs at positions index..index+T-1); cache (keys,
-        values), each float [N, n_head, C, head_size] (slot s = position s; slots < index hold
-        the earlier positions, later ones are ignored); index int32 [] (the first new position;
-        index + T <= C).
+        values), each float [N·n_head, C, head_size] (row n·n_head + h: example n, head h; slot
+        s = position s; slots < index hold the earlier positions, later ones are ignored);
+        index int32 [] (the first new position; index + T <= C).
 
         Returns: (a float [N, T, n_embd], as `call` gives at those positions for the whole
         prefix; the cache with the new keys and values written at slots index..index+T-1).
+
+        The cache is 3-D, heads folded into the batch axis, so that the attention's batched
+        matmuls take it as it is: with [N, n_head, C, head_size], XLA fed the matmul and the
+        loop's output from two copies of the updated cache and copied each cache tensor twice
+        per decode step (4 cache copies per layer per token; none now, optimized HLO).
         """
+        c = self.config
+        n, t = tf.shape(x)[0], tf.shape(x)[1]
+
+        def heads(y):  # [N, T, n_embd] -> [N·n_head, T, head_size]
+            y = tf.reshape(y, [n, t, c.n_head, c.head_size])
+            return tf.reshape(tf.transpose(y, [0, 2, 1, 3]), [n * c.n_head, t, c.head_size])
+
         q, k, v = tf.split(self.c_attn(x), 3, axis=-1)
-        q = self._split_heads(q)
-        zero = tf.zeros([], tf.int32)
-        start = [zero, zero, tf.cast(index, tf.int32), zero]
         keys, values = cache
-        new_k = tf.cast(self._split_heads(k), keys.dtype)
-        new_v = tf.cast(self._split_heads(v), values.dtype)
+        new_k, new_v = tf.cast(heads(k), keys.dtype), tf.cast(heads(v), values.dtype)
+        index = tf.cast(index, tf.int32)
         if self.cache_write == "select":
             keys = select_cache_write(keys, new_k, index)
             values = select_cache_write(values, new_v, index)
         else:
-            keys = keras.ops.slice_update(keys, start, new_k)
-            values = keras.ops.slice_update(values, start, new_v)
-        w = tf.matmul(q, keys, transpose_b=True)  # [N, H, T, C]
-        w = w * tf.math.rsqrt(tf.cast(self.config.head_size, x.dtype))
+            zero = tf.zeros([], tf.int32)
+            keys = keras.ops.slice_update(keys, [zero, index, zero], new_k)
+            values = keras.ops.slice_update(values, [zero, index, zero], new_v)
+        w = tf.matmul(heads(q), keys, transpose_b=True)  # [N·H, T, C]
+        w = w * tf.math.rsqrt(tf.cast(c.head_size, x.dtype))
         probs = tf.nn.softmax(cached_causal_mask_scores(w, index))
-        a = tf.transpose(tf.matmul(probs, values), [0, 2, 1, 3])  # [N, T, H, D]
-        a = tf.reshape(a, tf.concat([tf.shape(a)[:-2], [self.config.n_embd]], axis=0))
+        a = tf.reshape(tf.matmul(probs, values), [n, c.n_head, t, c.head_size])
+        a = tf.reshape(tf.transpose(a, [0, 2, 1, 3]), [n, t, c.n_embd])
         return self.c_proj(a), (keys, values)
 
     def get_config(self) -> dict:

@@ -113,7 +113,7 @@ class GptBlock(keras.layers.Layer):
     def call_cached(self, x: tf.Tensor, cache: tuple[tf.Tensor, tf.Tensor],
                     index: tf.Tensor) -> tuple[tf.Tensor, tuple[tf.Tensor, tf.Tensor]]:
         """`call` in eval mode for positions index..index+T-1 of x float [N, T, n_embd], with
-        this block's key/value cache (keys, values: each [N, n_head, C, head_size];
+        this block's key/value cache (keys, values: each [N·n_head, C, head_size];
         `GptAttention.call_cached`). Returns (h [N, T, n_embd], the updated cache)."""
         a, cache = self.attn.call_cached(x, cache, index)
         n = self.ln_1(x + a)

@@ -488,6 +488,7 @@ class GptGenerator:
     def _beam_loop(self, batch, prompt_len, cache_len, n_columns, width):
         model = self.model
         rows = batch * width
+        n_head = self.config.n_head
         neg_inf = tf.constant(-np.inf, tf.float32)
 
         def run(prompt_ids, lengths, ends, is_stop, seed, temperature, top_k, top_p):
@@ -500,7 +501,7 @@ class GptGenerator:
             # every example's W beams start as copies of its prompt; only beam 0 is live (the
             # others' -inf scores keep them out of the first expansion)
             h_prev = tf.repeat(h_prev, width, axis=0)
-            cache = [tuple(tf.repeat(c, width, axis=0) for c in kv) for kv in cache]
+            cache = _gather_cache_rows(cache, tf.repeat(tf.range(batch), width), n_head)
             ids = tf.repeat(tf.pad(prompt_ids, [[0, 0], [0, cache_len - prompt_len]]), width,
                             axis=0)
             scores = tf.tile(tf.concat([[0.0], tf.fill([width - 1], neg_inf)], 0)[tf.newaxis],
@@ -529,7 +530,7 @@ class GptGenerator:
                 new_scores = tf.where(expanding[:, tf.newaxis], best, scores)
                 gather_rows = tf.reshape(base + parent, [-1])
                 ids = tf.gather(ids, gather_rows)
-                cache = [tuple(tf.gather(c, gather_rows) for c in kv) for kv in cache]
+                cache = _gather_cache_rows(cache, gather_rows, n_head)
                 was_finished = tf.gather(finished, parent, batch_dims=1)
                 prev_lengths = tf.gather(gen_lengths, parent, batch_dims=1)
                 prompt_token = tf.reshape(ids[:, t], [batch, width])
@@ -631,6 +632,14 @@ class GptGenerator:
         last = tf.gather(hidden, lengths - 1, batch_dims=1)
         out["next_token_logits"] = tf.matmul(last, table, transpose_b=True)
         return out
+
+
+def _gather_cache_rows(cache, examples: tf.Tensor, n_head: int) -> list:
+    """The KV cache (`GptModel.empty_cache`'s layout: per block (keys, values), each
+    [examples·n_head, C, head_size]) of the given examples, int32 [M] -> [M·n_head, C, head_size]
+    each (beam search: copies and reorders of beams)."""
+    rows = tf.reshape(examples[:, tf.newaxis] * n_head + tf.range(n_head)[tf.newaxis], [-1])
+    return [tuple(tf.gather(c, rows) for c in kv) for kv in cache]
 
 
 @contextlib.contextmanager

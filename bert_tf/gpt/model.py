@@ -207,9 +207,10 @@ class GptModel(keras.Model):
     def empty_cache(self, batch_size: Any, cache_length: int,
                     dtype: tf.DType = tf.float32) -> list[tuple[tf.Tensor, tf.Tensor]]:
         """Zeros for `call_cached`: per block (keys, values), each float
-        [batch_size, n_head, cache_length, head_size]."""
+        [batch_size·n_head, cache_length, head_size] (row n·n_head + h: example n, head h;
+        `GptAttention.call_cached`)."""
         c = self.config
-        shape = [batch_size, c.n_head, cache_length, c.head_size]
+        shape = [batch_size * c.n_head, cache_length, c.head_size]
         return [(tf.zeros(shape, dtype), tf.zeros(shape, dtype)) for _ in self.blocks]
 
     def call_cached(self, token_ids: tf.Tensor, cache: list[tuple[tf.Tensor, tf.Tensor]],
