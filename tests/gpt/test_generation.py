@@ -310,3 +310,34 @@ def test_xla_compiled_loop_gives_the_graph_loops_tokens(lm):
     assert ours.sequences == graph.sequences
     for a, b in zip(ours.step_logits, graph.step_logits):
         np.testing.assert_allclose(a, b, rtol=0, atol=ATOL_STEP_LOGITS)
+
+
+@pytest.mark.long  # XLA's HLO passes over a small decode loop: ~10-20 s on 2 shared cores
+def test_xla_decode_loop_does_not_copy_the_kv_cache(lm):
+    """A decode loop of `GptModel.call_cached` (one token per iteration, the cache carried in the
+    loop) compiles to an XLA while body without copies of the key/value cache: each step writes
+    its slot in place (with the former [N, n_head, C, head_size] layout XLA copied every cache
+    tensor twice per step)."""
+    import re
+
+    model, slots = lm.transformer, 16
+    cache_shape = model.empty_cache(1, slots)[0][0].shape
+
+    @tf.function(jit_compile=True)
+    def decode(prompt):
+        cache = model.empty_cache(1, slots)
+        hidden, _, cache = model.call_cached(prompt, cache, 0)
+
+        def body(t, token, cache):
+            h, table, cache = model.call_cached(token, cache, t)
+            logits = tf.matmul(h[:, 0], table[:CONFIG.n_vocab], transpose_b=True)
+            return t + 1, tf.argmax(logits, -1, output_type=tf.int32)[:, tf.newaxis], cache
+
+        return tf.while_loop(lambda t, *_: t < slots, body,
+                             (tf.shape(prompt)[1], prompt[:, -1:], cache))[1]
+
+    hlo = decode.experimental_get_compiler_ir(tf.constant([[5, 9, 17]], tf.int32))(
+        stage="optimized_hlo")
+    copied = re.findall(r"= f32\[([0-9,]*)\]\{[0-9,]*\} copy\(", hlo)
+    cache_dims = ",".join(str(d) for d in cache_shape)
+    assert cache_dims not in copied, f"the cache [{cache_dims}] is copied: {copied}"
