@@ -16,7 +16,8 @@ model underneath, already holds Keras' registered name `bert_tf>BertTokenClassif
 
 Inputs: a list of texts as word lists (`[["John", "lives"], ...]`, a `tf.RaggedTensor` of
 strings [B, (words)]) or of strings (split on whitespace). A text longer than `sequence_length - 2`
-pieces keeps its first words (the later ones get no prediction, as the original's truncation).
+pieces keeps its first words (the later ones get no prediction, as the original's truncation),
+unless `predict(..., window_stride=k)` tags it in overlapping windows (one row per word).
 The export's `serving_default(text)` is `bert_tf.export.task_models.TokenClassifierExport`'s:
 it splits text into the original BasicTokenizer's words and returns per-piece
 `probabilities`, `label_ids`, `labels` and `word_start_mask`.
@@ -194,14 +195,78 @@ class BertTextTokenClassifier(TextTask):
         probs = softmax(logits)
         return [p[s] for p, s in zip(probs, starts)]
 
-    def predict(self, x, batch_size: int | None = None, **kwargs) -> list[np.ndarray]:
-        """Word lists -> per text float32 [kept words, num_labels] probabilities."""
-        return self._word_probabilities(x, batch_size)
+    def predict(self, x, batch_size: int | None = None, window_stride: int | None = None,
+                **kwargs) -> list[np.ndarray]:
+        """Word lists -> per text float32 [kept words, num_labels] probabilities.
 
-    def predict_labels(self, x, batch_size: int | None = None) -> list[list]:
-        """Word lists -> per text the predicted tag of each kept word (names, or ids)."""
+        `window_stride`: for texts longer than `sequence_length - 2` pieces: tag every window
+        of `sequence_length - 2` pieces, `window_stride` pieces apart (the last one ends at the
+        text's end), each packed as [CLS] window [SEP]; each word takes its probabilities from
+        the window where its first piece has the most context (SQuAD's max-context rule:
+        min(pieces left, pieces right) in the window), so every word with a piece gets one
+        row. A text that fits is one window, the same as without it. None: the original's
+        truncation (the later words get no row).
+        """
+        if window_stride is None:
+            return self._word_probabilities(x, batch_size)
+        return self._predict_windows(x, batch_size, int(window_stride))
+
+    def _predict_windows(self, x, batch_size, stride: int) -> list[np.ndarray]:
+        from bert_tf.tasks.text_models.text_classifier import window_starts
+
+        pre = self.preprocessor
+        span = pre.sequence_length - 2
+        if not 1 <= stride <= span:
+            raise UserInputError(f"window_stride={stride}; expected 1..{span} (sequence_length "
+                                 "- 2) so that the windows cover the text")
+        words = _as_words(x)
+        word_pieces = pre.tokenize(words.flat_values).to_list() if words.flat_values.shape[
+            0] else []
+        texts_pieces, firsts = [], []  # per text: its pieces, the first-piece index of each word
+        w = 0
+        for n in words.row_lengths().numpy().tolist():
+            pieces, first = [], []
+            for p in word_pieces[w:w + n]:
+                if p:
+                    first.append(len(pieces))
+                    pieces.extend(p)
+            w += n
+            texts_pieces.append(pieces)
+            firsts.append(first)
+        rows, spans = [], []  # window rows; per text [(row, start)]
+        for pieces in texts_pieces:
+            spans.append([])
+            for start in window_starts(len(pieces), span, stride):
+                spans[-1].append((len(rows), start))
+                rows.append(pieces[start:start + span])
+        if not rows:
+            return []
+        packed = pre.packer.pack(tf.ragged.constant(rows, dtype=tf.int32, ragged_rank=1), None)
+        logits = keras.Model.predict(self, {k: v.numpy() for k, v in packed.items()},
+                                     batch_size=batch_size or DEFAULT_BATCH_SIZE, verbose=0)
+        probs = softmax(logits)
         out = []
-        for probs in self.predict(x, batch_size):
+        for first, windows in zip(firsts, spans):
+            text_probs = np.zeros([len(first), self.num_labels], np.float32)
+            for i, p in enumerate(first):
+                best, best_score = None, -1
+                for row, start in windows:
+                    end = start + len(rows[row])
+                    if start <= p < end:
+                        score = min(p - start, end - 1 - p)
+                        if score > best_score:
+                            best, best_score = (row, start), score
+                row, start = best
+                text_probs[i] = probs[row, 1 + p - start]
+            out.append(text_probs)
+        return out
+
+    def predict_labels(self, x, batch_size: int | None = None,
+                       window_stride: int | None = None) -> list[list]:
+        """Word lists -> per text the predicted tag of each kept word (names, or ids);
+        `window_stride` as `predict`'s."""
+        out = []
+        for probs in self.predict(x, batch_size, window_stride=window_stride):
             ids = probs.argmax(axis=-1).tolist()
             out.append([self.label_names[i] for i in ids] if self.label_names else ids)
         return out

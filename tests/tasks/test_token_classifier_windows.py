@@ -1,0 +1,54 @@
+"""`BertTextTokenClassifier.predict(words, window_stride=k)`: texts longer than
+`sequence_length - 2` pieces are tagged in overlapping windows and every word gets one row, from
+the window where its first piece has the most context; a text that fits gives the plain
+prediction. With a vocab where every word is one piece, the windows fall on word boundaries, so
+each word's row must equal the plain prediction of the chosen window's words."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from test_text_models import TEXTS, tiny_vocab, write_google_folder
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+SEQ = 8  # windows of 6 pieces
+LABELS = ["O", "B-X", "I-X"]
+
+
+@pytest.fixture(scope="module")
+def tagger(tmp_path_factory):
+    import bert_tf
+
+    folder = write_google_folder(tmp_path_factory.mktemp("tiny_google_ner"), tiny_vocab(TEXTS))
+    return bert_tf.BertTextTokenClassifier.from_pretrained(str(folder), label_names=LABELS,
+                                                           sequence_length=SEQ)
+
+
+@pytest.mark.long  # four predict calls, each tracing the tokenizer's tf.data map: ~1-2 min
+def test_windows_give_one_row_per_word_and_the_plain_result_when_it_fits(tagger):
+    from bert_tf.errors import UserInputError
+    from bert_tf.tasks.text_models.text_classifier import window_starts
+
+    span, stride = SEQ - 2, 2
+    long_words = TEXTS[2].split()  # 13 one-piece words
+    assert [len(tagger.preprocessor.tokenize([w]).to_list()[0]) for w in long_words] == \
+        [1] * len(long_words)
+    short_words = TEXTS[0].split()[:span]
+    plain = tagger.predict([short_words, long_words])
+    windowed = tagger.predict([short_words, long_words], window_stride=stride)
+    assert len(plain[1]) == span < len(long_words)  # the original's truncation
+    assert [len(p) for p in windowed] == [len(short_words), len(long_words)]
+    np.testing.assert_allclose(windowed[0], plain[0], rtol=0, atol=1e-6)
+
+    starts = window_starts(len(long_words), span, stride)
+    assert len(starts) > 1
+    per_window = tagger.predict([long_words[s:s + span] for s in starts])  # plain, one call
+    for i, row in enumerate(windowed[1]):
+        # the max-context window of word i (first one on ties), as SQuAD's doc_stride rule
+        k = max((min(i - s, s + span - 1 - i), -k, k) for k, s in enumerate(starts)
+                if s <= i < s + span)[2]
+        np.testing.assert_allclose(row, per_window[k][i - starts[k]], rtol=0, atol=1e-5)
+    labels = tagger.predict_labels([long_words], window_stride=stride)[0]
+    assert len(labels) == len(long_words) and set(labels) <= set(LABELS)
+    with pytest.raises(UserInputError, match=r"window_stride=7; expected 1..6"):
+        tagger.predict([long_words], window_stride=7)
