@@ -15,6 +15,15 @@ figure is the median):
   bert_tf_cache_xla: the same, jit_compile=True (the loop XLA-compiled).
   bert_tf_nocache : the loop without a cache: at each step a full forward of the sequence so far
                     (one tf.function over [batch, None]) and the next-token row of the tied head.
+  matvec_floor    : not a generator: an XLA loop of --new_tokens iterations doing only a decode
+                    step's matrix products with the same model's weights ([batch, 768] times
+                    c_attn, c_proj, c_fc, mlp c_proj of every layer, each with its bias, then
+                    the 40,478 token rows of the tied table), chained so that nothing is hoisted.
+                    Its tokens/s is what the cached loop would give if everything but streaming
+                    the weights (attention, LayerNorm, GELU, cache writes, argmax, dispatch) were
+                    free: at batch 1 a step reads ~464 MB of float32 weights (340 MB of layers,
+                    124 MB of table) for ~0.2 GFLOP, so it is memory-bound, and
+                    bert_tf_cache_xla / matvec_floor says how close to that floor it runs.
   kerashub        : keras_hub.models.GPT2CausalLM(GPT2Backbone(vocabulary_size = 40,478 + 3,
                     12 layers, 12 heads, 768, 3072, max_sequence_length 512), preprocessor=None)
                     .generate({"token_ids", "padding_mask"}, stop_token_ids=None) with the greedy
@@ -71,6 +80,9 @@ def worker_bert_tf(args) -> dict:
     config = GptConfig(**SIZE)
     model = GptModel(config, classifier=False)
     prompts = _prompts(args.batch, args.prompt_len, config.n_vocab)
+    if args.impl == "matvec_floor":
+        return _time(_matvec_floor(model, config, args), args,
+                     {"tensorflow": tf.__version__, "keras": keras.__version__})
     if args.impl in ("bert_tf_cache", "bert_tf_cache_xla"):
         generator = GptGenerator(model, jit_compile=args.impl == "bert_tf_cache_xla")
 
@@ -100,6 +112,39 @@ def worker_bert_tf(args) -> dict:
                      warmup=lambda: run(2))
 
     return _time(run, args, {"tensorflow": tf.__version__, "keras": keras.__version__})
+
+
+def _matvec_floor(model, config, args):
+    """run() for the matvec_floor case (see the module docstring)."""
+    import tensorflow as tf
+
+    layers = [(conv.w, conv.b) for block in model.blocks
+              for conv in (block.attn.c_attn, block.attn.c_proj, block.mlp.c_fc,
+                           block.mlp.c_proj)]
+    rows = model.embedding.we[:config.n_vocab]
+    width = config.n_embd
+
+    @tf.function(jit_compile=True)
+    def loop(h):
+        def body(i, h):
+            x = h
+            for w, b in layers:
+                w = tf.reshape(w, w.shape[1:])
+                if x.shape[-1] != w.shape[0]:  # c_attn's q, k, v (summed: every column used)
+                    x = tf.add_n(tf.split(x, x.shape[-1] // w.shape[0], axis=-1))
+                x = tf.tanh(tf.nn.bias_add(tf.matmul(x, w), b))
+            logits = tf.matmul(x, rows, transpose_b=True)
+            # the next input depends on every product (nothing hoisted or pruned)
+            return i + 1, x + 1e-6 * tf.reduce_max(logits, -1, keepdims=True)
+
+        return tf.while_loop(lambda i, h: i < args.new_tokens, body, (0, h))[1]
+
+    h0 = tf.random.stateless_normal([args.batch, width], [1, 2])
+
+    def run():
+        return loop(h0).numpy()
+
+    return run
 
 
 def worker_kerashub(args) -> dict:
@@ -175,7 +220,7 @@ def main() -> None:
     parser.add_argument("--kerashub_jit", type=int, default=-1,
                         help="keras-hub: -1 its compile() default, 0 off, 1 on")
     parser.add_argument("--impls", default="bert_tf_cache,bert_tf_cache_xla,kerashub,"
-                                           "bert_tf_nocache")
+                                           "bert_tf_nocache,matvec_floor")
     parser.add_argument("--venvs", default=DEFAULT_VENVS)
     parser.add_argument("--timeout_s", type=float, default=3600)
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
@@ -206,7 +251,7 @@ def main() -> None:
     for batch in {r["batch"] for r in results}:
         by = {r["impl"]: r.get("tokens_per_s") for r in results if r["batch"] == batch}
         for ours in ("bert_tf_cache", "bert_tf_cache_xla"):
-            for other in ("kerashub", "bert_tf_nocache"):
+            for other in ("kerashub", "bert_tf_nocache", "matvec_floor"):
                 if by.get(ours) and by.get(other):
                     ratios[f"batch{batch}_{ours}_vs_{other}"] = round(by[ours] / by[other], 2)
     summary = {"bench": "bench_gpt_generate", "date": datetime.date.today().isoformat(),
