@@ -90,7 +90,7 @@ def categorize(op_name: str, op_type: str) -> str:
         return "gelu"
     if "softmax" in name or op_type.startswith("Softmax") or op_type == "_MklSoftmax":
         return "softmax"
-    if "layernorm" in name or "layer_norm" in name or re.search(r"/ln_[12f]/", name) or \
+    if "layernorm" in name or "layer_norm" in name or re.search(r"/ln_[12f](_\d+)?/", name) or \
             "fused_ln" in name or "moments" in name or "batchnorm" in name:
         return "layer_norm"
     if "dropout" in name:
@@ -296,7 +296,7 @@ def main() -> None:
         if not (other / "bert_tf" / "__init__.py").is_file():
             ap.error(f"--compare_with={args.compare_with!r}: no bert_tf/ package there")
         trees["other"] = other
-    from host import host_info  # bench/host.py: the CPU the profile ran on
+    from host import cpu_description  # bench/host.py: the CPU the profile ran on
     cases = {}
     load_before = os.getloadavg()
     for i, (m, p, j) in enumerate((m, p, j) for m in models for p in precisions for j in jits):
@@ -309,7 +309,7 @@ def main() -> None:
             case["ratio_other_over_this"]["total_op_ms"] = round(
                 case["other"]["op_ms_per_step"] / case["this"]["op_ms_per_step"], 3)
         cases[f"{m} {p} jit={j}"] = case
-    print(json.dumps({"bench": "bert_tf profile_train_step", "host": host_info(),
+    print(json.dumps({"bench": "bert_tf profile_train_step", "host": cpu_description(),
                       "trees": {k: str(v) for k, v in trees.items()}, "steps": args.steps,
                       "timing_note": "op-ms from the TF profiler summed over threads; compare "
                                      "ratios within one run, not ms across runs or machines",

@@ -199,4 +199,5 @@ def test_profile_categories():
     assert cat("while/bert/embeddings/GatherV2", "GatherV2") == "gather_scatter"
     assert cat("while/bert/layer_0/self/Softmax", "_MklSoftmax") == "softmax"
     assert cat("while/bert/layer_0/add", "AddV2") == "elementwise"
+    assert cat("while/gpt_model_1/h0_1/ln_1_1/Mean", "Mean") == "layer_norm"  # GPT-1's norm
     assert set(profile.CATEGORIES) >= {"matmul", "cast", "other"}
