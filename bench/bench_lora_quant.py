@@ -8,17 +8,22 @@ fine-tuned on `--train_rows` rows of a GLUE pair task (MRPC; SST-2 with `--task 
 + the head). Reported per case: dev accuracy, trainable parameters, mean step time (after the
 first, compiling, step), saved size (full: the weights file; LoRA: `save_lora_weights`'s file).
 Then the full model's prediction latency at batch 1 and 32 (median of `--repeats`) and dev
-accuracy: float32, int8 weights (`bert_tf.export.quantize`), and the TFLite float32 / int8
+accuracy: float32, int8 (`bert_tf.export.quantize`: integer matmuls), and the TFLite float32 / int8
 (dynamic-range) conversions of its token-id signature (`bert_tf.export.lite`).
 
   .venv/bin/python bench/bench_lora_quant.py                        # MiniLM, MRPC, 3 seeds
   .venv/bin/python bench/bench_lora_quant.py --train_rows 64 --dev_rows 32 --steps 4 \
       --seeds 1 --repeats 2 --seq_length 64                          # a smoke run
 
+  .venv/bin/python bench/bench_lora_quant.py --int8_ab --rounds 5     # int8 vs float32 only
+
 The issue's targets: LoRA within 1 point of full fine-tuning; int8 >= 1.8x faster than float32
-with <= 0.5 points lost. Note: the int8 SavedModel path stores int8 weights but multiplies in
-float32 (see bert_tf/export/quantize.py): expect its latency near float32's; integer matmuls are
-the TFLite int8 case. Timings from a loaded machine mean little: say how loaded it was.
+with <= 0.5 points lost. The int8 SavedModel path (`bert_tf.export.quantize`) multiplies in
+integers (dynamic per-row activations, per-column weights, oneDNN's uint8 x int8 kernel).
+`--int8_ab`: only that A/B on a BERT-Base-shaped BertClassifier with random weights (seq
+`--seq_length`, batch 1 and 8): float32 and int8 timed in alternation for `--rounds` rounds, each
+round's ratio reported (a loaded machine shifts both sides alike within a round). Timings from a
+loaded machine mean little: say how loaded it was.
 """
 from __future__ import annotations
 
@@ -169,7 +174,7 @@ def _serving_cases(model, dev, args):
             "dev_accuracy": _accuracy(lambda b: call(b).argmax(-1), ids, labels),
             **{f"latency_s_batch{n}": _latency(call, ids, n, args.repeats) for n in (1, 32)}}
     quantize_int8_weights(model)
-    keras_case("int8_weights_savedmodel_path")
+    keras_case("int8_savedmodel_path")
     base = cases["float32"]
     for name, case in cases.items():
         case["points_lost_vs_float32"] = round(100 * (base["dev_accuracy"] -
@@ -178,6 +183,48 @@ def _serving_cases(model, dev, args):
                                               case["latency_s_batch32"])
     del np
     return cases
+
+
+def _int8_ab(args) -> dict:
+    """float32 vs int8 (`quantize_int8_weights`) latency of one BERT-Base-shaped classifier."""
+    import numpy as np
+    import tensorflow as tf
+
+    from bert_tf.export.quantize import quantize_int8_weights
+    from bert_tf.modeling import BertClassifier, BertConfig
+    from bert_tf.presets import presets_dir
+
+    config = BertConfig.from_json_file(str(presets_dir() / "uncased_L-12_H-768_A-12.json"))
+    tf.keras.utils.set_random_seed(0)
+    models = {"float32": BertClassifier(config, num_labels=2)}
+    models["float32"].build_from_config_shapes()
+    models["int8"] = BertClassifier(config, num_labels=2)
+    models["int8"].build_from_config_shapes()
+    models["int8"].set_weights(models["float32"].get_weights())
+    quantize_int8_weights(models["int8"])
+    rng = np.random.default_rng(0)
+    result = {"config": "uncased_L-12_H-768_A-12 (random weights)", "seq_length": args.seq_length}
+    for batch in (1, 8):
+        ids = rng.integers(1000, config.vocab_size, [batch, args.seq_length]).astype(np.int32)
+        inputs = {"input_word_ids": tf.constant(ids), "input_mask": tf.ones_like(ids),
+                  "input_type_ids": tf.zeros_like(ids)}
+        calls = {name: tf.function(lambda b, m=m: m(b)["logits"]) for name, m in models.items()}
+        logits = {name: call(inputs).numpy() for name, call in calls.items()}  # trace, warm up
+        rounds = []
+        for _ in range(args.rounds):
+            seconds = {}
+            for name, call in calls.items():
+                times = []
+                for _ in range(args.repeats):
+                    t = time.perf_counter()
+                    call(inputs).numpy()
+                    times.append(time.perf_counter() - t)
+                seconds[name] = statistics.median(times)
+            rounds.append({**seconds, "ratio": seconds["float32"] / seconds["int8"]})
+        result[f"batch{batch}"] = {
+            "rounds": rounds, "ratio_median": statistics.median(r["ratio"] for r in rounds),
+            "max_abs_logit_difference": float(np.abs(logits["int8"] - logits["float32"]).max())}
+    return result
 
 
 def main() -> None:
@@ -195,7 +242,16 @@ def main() -> None:
     parser.add_argument("--lora_rank", type=int, default=8)
     parser.add_argument("--lora_alpha", type=float, default=16)
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--int8_ab", action="store_true",
+                        help="only the float32 / int8 latency A/B (BERT-Base shape, random)")
+    parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
+    if args.int8_ab:
+        from host import cpu_description
+
+        print(json.dumps({"bench": "bench_lora_quant --int8_ab", "host": cpu_description(),
+                          "load_average": os.getloadavg(), **_int8_ab(args)}))
+        return
     args.model = args.model or _default_model()
     from host import cpu_description
 

@@ -1,20 +1,35 @@
-"""int8 weights for CPU serving: post-training quantization of a BERT model's Dense kernels.
+"""int8 for CPU serving: post-training quantization of a BERT model's Dense layers.
 
-Keras 3's `layer.quantize("int8")` does the quantization (per output column absmax: q =
-round(W · s), s = 127 / max|W[:, j]|, kernel stored int8 [in, out] with `kernel_scale` [out]).
-Its int8 `Dense.call` is not enough on its own for bert_tf: the attention and feed-forward
-blocks read `layer.kernel` and multiply themselves (one fused matmul per block), and after
-Keras' quantization `layer.kernel` is the raw int8 tensor. So each quantized layer's class
-becomes `Int8WeightDense`, whose `kernel` is the dequantized float kernel q / s and whose call
-is the float Dense call on it. The result is **weight-only int8** ("dynamic range" weights):
+Weights: Keras 3's `layer.quantize("int8")` (per output column absmax: q = round(W · s),
+s = 127 / max|W[:, j]|, kernel stored int8 [in, out] with `kernel_scale` [out]). The embeddings,
+LayerNorms and the task head stay float32.
 
-- the SavedModel stores the kernels (every encoder block's six matrices and the pooler) as int8,
-  about 4x smaller on disk than float32 (the embeddings and the task head stay float32);
-- the serving graph computes in float32 on `Cast(int8) / scale`: the same signatures, the same
-  core ops (`Cast`, `RealDiv`: no new op in the serving allowlist), loads in TF Serving;
-- it is not faster than float32 on CPU (the multiplications stay float32). Integer arithmetic
-  comes with the TFLite int8 export (`bert_tf.export.lite`, the converter's dynamic-range
-  quantization, whose kernels quantize activations on the fly).
+Maths (`compute="int8"`, the default): every matmul by a quantized kernel is an integer one.
+Activations are quantized on the fly per row (dynamic range: x_q = round(x · r), r = 127 /
+max|x[i, :]|), the product x_q · q runs as uint8 x int8 -> int32 (oneDNN's VNNI kernel behind
+TF's core op `QuantizedMatMulWithBias`; x_q + 128 as uint8, the offset taken back with the
+kernel's column sums), and the int32 result is scaled back to float32 by 1 / (r_i · s_j).
+
+Keras' own int8 `Dense.call` was not usable: bert_tf's attention and feed-forward blocks read
+`layer.kernel` and multiply themselves (one fused matmul per block), which after Keras'
+quantization is the raw int8 tensor (silently wrong outputs); and Keras' TF-backend int8 matmul
+(`tf.matmul(int8, int8, output_type=int32)`, Eigen's integer GEMM) measured 7x slower than the
+float32 matmul here. So a quantized layer's `kernel` is an `Int8Kernel` (int8 values + scales),
+for which `tf.cast`, `tf.concat`, `*` (by a scalar) and `tf.matmul` are dispatched: the blocks'
+own code (cast, the 1/√D query scale, the q/k/v concat, the matmul) runs unchanged and the
+matmul becomes the integer one above.
+
+`compute="float"` keeps the weight-only variant: `kernel` is the dequantized float kernel
+q / s and the maths stays float32 (4x smaller kernels, not faster; runs on any TF build).
+
+Requirements and limits of `compute="int8"`:
+- `QuantizedMatMulWithBias` has CPU kernels only in TF builds with oneDNN turned on (the
+  default of TF's Linux x86-64 wheels; not with TF_ENABLE_ONEDNN_OPTS=0). A server without them
+  fails the request; quantizing checks the running TF once and refuses in one line.
+- Activations use 7 bits (|x_q| <= 63, uint8 <= 127): on x86 CPUs without VNNI, oneDNN's
+  uint8 x int8 kernel adds pairs of products in saturating int16 (vpmaddubsw), and
+  2 · 127 · 127 fits where 2 · 255 · 127 does not; with 7 bits the integer products are exact
+  on every x86 CPU (tests/export/test_quantize.py compares them with numpy's).
 
 TF's own SavedModel quantizer (tensorflow.compiler.mlir.quantization, METHOD_DYNAMIC_RANGE_INT8)
 was tried on a classifier export: it rewrites the matmuls to `XlaDotV2` (an XLA op run by
@@ -22,6 +37,9 @@ on-demand compilation outside XLA), keeps only the signatures it is given, and h
 raw-text signatures (tf-text ops); not used.
 """
 from __future__ import annotations
+
+import functools
+import typing
 
 import keras
 import tensorflow as tf
@@ -31,18 +49,136 @@ from bert_tf.errors import UserInputError
 QUANTIZE_MODES = ("int8", "float16")
 """--quantize values: int8 (SavedModel and TFLite), float16 (TFLite only)."""
 
+COMPUTE_MODES = ("int8", "float")
+"""`quantize_int8_weights(compute=...)`: integer matmuls, or float32 maths on int8 weights."""
+
+ACTIVATION_MAX = 63
+"""Largest |x_q| of a quantized activation (7 bits; see the module docstring)."""
+
+_OFFSET = ACTIVATION_MAX + 1  # x_q + _OFFSET is the uint8 the kernel multiplies (1..127)
+
 
 class QuantizationError(UserInputError):
     """A model or setting that cannot be quantized: one line naming the layer or flag."""
 
 
+class Int8Kernel(tf.experimental.ExtensionType):
+    """A Dense kernel [in, out] held as int8 `values` and float32 per-column `scale` [out]:
+    W[:, j] ≈ values[:, j] / scale[j] (Keras' `kernel_scale` convention).
+
+    `tf.cast` (to float32), `tf.concat` (along the output axis), `* c` (a scalar) and
+    `tf.matmul(x, kernel)` (x float32 [..., in]) are defined on it; `dequantized()` gives the
+    float kernel."""
+
+    values: tf.Tensor
+    scale: tf.Tensor
+
+    @property
+    def dtype(self):
+        return tf.float32
+
+    @property
+    def shape(self):
+        return self.values.shape
+
+    def dequantized(self) -> tf.Tensor:
+        """float32 [in, out] = values / scale."""
+        return tf.cast(self.values, tf.float32) / self.scale
+
+    def __mul__(self, other):
+        """The kernel times a float scalar `other` (e.g. the attention's folded 1/√D)."""
+        other = tf.convert_to_tensor(other, tf.float32)
+        if other.shape.rank not in (None, 0):
+            raise QuantizationError(f"an int8-quantized kernel is multiplied by scalars only, "
+                                    f"not by a tensor of shape {other.shape}")
+        return Int8Kernel(self.values, self.scale / other)
+
+    __rmul__ = __mul__
+
+
+@tf.experimental.dispatch_for_api(tf.cast, {"x": Int8Kernel})
+def _cast(x, dtype, name=None):
+    if tf.as_dtype(dtype) != tf.float32:
+        raise QuantizationError(f"an int8-quantized kernel computes in float32, not "
+                                f"{tf.as_dtype(dtype).name}")
+    return x
+
+
+# (Types given to the decorator: this module's annotations are strings.)
+@tf.experimental.dispatch_for_api(tf.concat, {"values": typing.List[Int8Kernel]})
+def _concat(values, axis, name="concat"):
+    if axis not in (1, -1):
+        raise QuantizationError(f"int8-quantized kernels concatenate along their output axis "
+                                f"(1), not {axis}")
+    return Int8Kernel(tf.concat([v.values for v in values], axis=1),
+                      tf.concat([v.scale for v in values], axis=0))
+
+
+@tf.experimental.dispatch_for_api(tf.linalg.matmul, {"b": Int8Kernel})
+def _matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False,
+            adjoint_b=False, a_is_sparse=False, b_is_sparse=False, output_type=None,
+            grad_a=False, grad_b=False, name=None):
+    if transpose_a or transpose_b or adjoint_a or adjoint_b:
+        raise QuantizationError("an int8-quantized kernel multiplies untransposed")
+    return int8_matmul(a, b)
+
+
+def int8_matmul(x: tf.Tensor, kernel: Int8Kernel) -> tf.Tensor:
+    """x @ W with integer arithmetic.
+
+    Args:
+      x: float32 [..., in].
+      kernel: the quantized W [in, out].
+
+    Returns:
+      float32 [..., out]: (x_q (x) values) / (r · scale), with x_q = round(x · r) per row of x,
+      r = ACTIVATION_MAX / max|x[row, :]| (an all-zero row gives zeros).
+    """
+    x = tf.convert_to_tensor(x, tf.float32)
+    shape = tf.shape(x)
+    flat = tf.reshape(x, [-1, shape[-1]])  # [rows, in]
+    absmax = tf.reduce_max(tf.abs(flat), axis=1, keepdims=True)  # [rows, 1]
+    rate = ACTIVATION_MAX / tf.maximum(absmax, 1e-30)
+    shifted = tf.cast(tf.round(flat * rate) + _OFFSET, tf.uint8)  # 1 .. 2 * _OFFSET - 1
+    # min/max give the op scale 1 for both inputs: it returns the raw int32 products.
+    product = tf.raw_ops.QuantizedMatMulWithBias(
+        a=tf.bitcast(shifted, tf.quint8), b=tf.bitcast(kernel.values, tf.qint8),
+        bias=tf.zeros(tf.shape(kernel.values)[1:], tf.float32), min_a=0.0, max_a=255.0,
+        min_b=-127.0, max_b=127.0, Toutput=tf.qint32, input_quant_mode="SCALED")[0]
+    column_sums = tf.reduce_sum(tf.cast(kernel.values, tf.int32), axis=0)  # [out]
+    exact = tf.bitcast(product, tf.int32) - _OFFSET * column_sums  # x_q (x) values
+    out = tf.cast(exact, tf.float32) / (rate * kernel.scale)
+    return tf.reshape(out, tf.concat([shape[:-1], tf.shape(kernel.values)[1:]], axis=0))
+
+
+@functools.lru_cache(maxsize=None)
+def int8_matmul_error() -> str | None:
+    """None if this TensorFlow runs `int8_matmul` (oneDNN's kernel) exactly; else why not."""
+    values = tf.constant([[1, -2], [3, 4], [-127, 127]], tf.int8)
+    x = tf.constant([[1.0, -2.0, 63.0]])
+    try:
+        got = int8_matmul(x, Int8Kernel(values, tf.ones([2]))).numpy()
+    except (tf.errors.OpError, RuntimeError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        return first
+    want = [[1 - 6 - 63 * 127, -2 - 8 + 63 * 127]]
+    if got.tolist() != want:
+        return f"QuantizedMatMulWithBias gave {got.tolist()} for {want}"
+    return None
+
+
 class Int8WeightDense(keras.layers.Dense):
-    """A Keras `Dense` after `quantize("int8")` whose `kernel` is the dequantized float kernel
-    [in, out] = int8 kernel / kernel_scale [out], so that code reading `layer.kernel` (bert_tf's
-    blocks) and the layer's own call both compute in float on the int8-stored weights."""
+    """A Keras `Dense` after `quantize("int8")`. `kernel` is an `Int8Kernel` (integer matmuls)
+    or, with `int8_compute = False`, the dequantized float32 kernel [in, out]; the layer's own
+    call multiplies by it either way."""
+
+    int8_compute = True
 
     @property
     def kernel(self):
+        if self.int8_compute:
+            return Int8Kernel(tf.convert_to_tensor(self._kernel),
+                              tf.cast(self.kernel_scale, tf.float32))
         return tf.cast(self._kernel, self.compute_dtype) / tf.cast(self.kernel_scale,
                                                                     self.compute_dtype)
 
@@ -57,17 +193,25 @@ def _layers(model):
     return model._flatten_layers(include_self=False, recursive=True)
 
 
-def quantize_int8_weights(model) -> list[str]:
+def quantize_int8_weights(model, compute: str = "int8") -> list[str]:
     """Quantizes every plain `keras.layers.Dense` of a built `model` to int8 weights, in place
     (see the module docstring). The model keeps its float32 inputs and outputs.
+
+    Args:
+      model: a built float32 BERT model (e.g. `BertClassifier`).
+      compute: "int8" (integer matmuls, oneDNN) or "float" (float32 maths on int8 weights).
 
     Returns: the quantized layers' Keras paths.
 
     Raises:
       QuantizationError (one line): a model with LoRA adapters (merge them first), a layer that
         holds matmul weights of a kind this does not quantize (e.g. GPT-1's GptConv1D), a model
-        without Dense layers, an already quantized model.
+        without Dense layers, an already quantized model, an unknown `compute`, or
+        `compute="int8"` on a TensorFlow without oneDNN's int8 matmul kernel.
     """
+    if compute not in COMPUTE_MODES:
+        raise QuantizationError(f"compute must be one of {', '.join(COMPUTE_MODES)}, "
+                                f"got {compute!r}")
     layers = list(_layers(model))
     for layer in layers:
         if getattr(layer, "lora_enabled", False):
@@ -87,6 +231,13 @@ def quantize_int8_weights(model) -> list[str]:
         if layer.dtype_policy.name != "float32":
             raise QuantizationError(f"{layer.path} computes in {layer.dtype_policy.name}; "
                                     "int8 quantization starts from a float32 model")
+    if compute == "int8" and (error := int8_matmul_error()) is not None:
+        raise QuantizationError(f"int8 matmuls need TensorFlow's oneDNN kernel "
+                                f"QuantizedMatMulWithBias, which this TensorFlow does not run "
+                                f"({error}; is TF_ENABLE_ONEDNN_OPTS=0 set?); "
+                                "use compute='float' (int8 weights, float32 maths)")
+    for layer in dense:
         layer.quantize("int8")
         layer.__class__ = Int8WeightDense
+        layer.int8_compute = compute == "int8"
     return [layer.path for layer in dense]
