@@ -85,6 +85,46 @@ def test_bad_settings_name_the_flag(tmp_path, kwargs, message):
     assert str(e.value).startswith(message) and "\n" not in str(e.value)
 
 
+def test_every_fine_tuning_script_has_the_flags_and_passes_them_on():
+    from bert_tf.cli.flags_from_options import flag_specs
+    from bert_tf.tasks.classifier import ClassifierRunOptions
+    from bert_tf.tasks.gpt_classifier import GptClassifierRunOptions
+    from bert_tf.tasks.multiple_choice import SwagRunOptions
+    from bert_tf.tasks.ner.run import NerRunOptions
+    from bert_tf.tasks.squad.run import SquadRunOptions
+
+    for options_class in (ClassifierRunOptions, NerRunOptions, SquadRunOptions, SwagRunOptions,
+                          GptClassifierRunOptions):
+        specs = {spec.name: spec.default for spec in flag_specs(options_class)}
+        assert specs["lora_rank"] == 0 and specs["lora_alpha"] is None, options_class
+        assert specs["lora_dropout"] == 0.0, options_class
+        assert specs["lora_targets"] == (["c_attn"] if options_class is GptClassifierRunOptions
+                                         else ["query", "value"]), options_class
+    opts = ClassifierRunOptions(bert_config_file="c", vocab_file="v", output_dir="o",
+                                task_name="mrpc", lora_rank=3, lora_alpha=6.0,
+                                lora_targets=["key"], lora_dropout=0.2)
+    loop = opts.finetune_options(10, 1)  # the method every BERT task's options inherit
+    assert (loop.lora_rank, loop.lora_alpha, loop.lora_targets, loop.lora_dropout) == (
+        3, 6.0, ["key"], 0.2)
+
+
+@pytest.mark.parametrize("factory", ["span", "token", "choice"])
+def test_the_task_heads_stay_trainable(tmp_path, factory):
+    from bert_tf.modeling import BertMultipleChoice, BertSpanLabeler, BertTokenClassifier
+
+    keras.utils.set_random_seed(1)
+    model = {"span": lambda: BertSpanLabeler(_config()),
+             "token": lambda: BertTokenClassifier(_config(), num_labels=3),
+             "choice": lambda: BertMultipleChoice(_config(), num_choices=2)}[factory]()
+    model.build_from_config_shapes()
+    head = {id(v) for v in model.weights} - {id(v) for v in model.encoder.weights}
+    apply_lora_options(model, _options(tmp_path, lora_rank=2))
+    trainable = {id(v) for v in model.trainable_variables}
+    adapters = {id(v) for layer in lora.lora_layers(model).values()
+                for v in (layer.lora_kernel_a, layer.lora_kernel_b)}
+    assert head and trainable == adapters | head
+
+
 def test_a_target_matching_no_layer_names_the_flag(tmp_path):
     with pytest.raises(UserInputError) as e:
         apply_lora_options(_classifier(), _options(tmp_path, lora_rank=2,
