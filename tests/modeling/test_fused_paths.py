@@ -201,3 +201,30 @@ def test_profile_categories():
     assert cat("while/bert/layer_0/add", "AddV2") == "elementwise"
     assert cat("while/gpt_model_1/h0_1/ln_1_1/Mean", "Mean") == "layer_norm"  # GPT-1's norm
     assert set(profile.CATEGORIES) >= {"matmul", "cast", "other"}
+
+
+def test_fused_block_inside_a_jit_compiled_step():
+    """`--jit_compile` compiles the whole step: the fused kernels (jit functions with custom
+    gradients) inline into it and give the same values and gradients as run op by op."""
+    c = GptConfig(n_vocab=50, n_special=0, n_ctx=8, n_embd=32, n_head=2, n_layer=1,
+                  embd_pdrop=0.1, attn_pdrop=0.1, resid_pdrop=0.1, clf_pdrop=0.1, afn="gelu")
+    block = GptBlock(c)
+    block.build()
+    x = tf.random.stateless_normal([2, 8, 32], seed=[8, 9])
+    dropouts = (block.attn.probs_dropout, block.attn.resid_dropout, block.mlp.resid_dropout)
+    start = [d.seed_generator.state.numpy() for d in dropouts]
+
+    def step(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = block(x, training=True)
+            loss = tf.reduce_sum(y * tf.range(32, dtype=tf.float32))
+        return [y, *tape.gradient(loss, [x, *block.trainable_variables])]
+
+    results = []
+    for fn in (step, tf.function(step, jit_compile=True)):
+        for d, s in zip(dropouts, start):
+            d.seed_generator.state.assign(s)
+        results.append(fn(x))
+    for a, b in zip(*results):
+        assert_close_f32(b, a)
