@@ -203,6 +203,7 @@ def test_profile_categories():
     assert set(profile.CATEGORIES) >= {"matmul", "cast", "other"}
 
 
+@pytest.mark.long  # compiles a whole training step with XLA (~90 s wall on a loaded 2-core host)
 def test_fused_block_inside_a_jit_compiled_step():
     """`--jit_compile` compiles the whole step: the fused kernels (jit functions with custom
     gradients) inline into it and give the same values and gradients as run op by op."""
