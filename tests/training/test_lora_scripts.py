@@ -419,3 +419,28 @@ def test_gpt_classifier_script_with_lora_exports_merged(original_fixtures, tmp_p
     assert saved_variables and not [n for n, _ in saved_variables if "lora" in n.lower()]
     got = served.signatures["serving_default"](text=tf.constant([t for t, _ in rows[32:]]))
     np.testing.assert_allclose(got["probabilities"].numpy(), probs, atol=MERGE_ATOL)
+
+
+@pytest.mark.long
+def test_adapter_dropout_with_recomputation_gives_the_same_gradients():
+    """--recompute_activations re-runs each block in the backward pass: it puts the adapter
+    dropout streams back too (they are the blocks' sublayers' seed generators), so the
+    gradients equal the plain pass's (model dropout 0.1, adapter dropout 0.3)."""
+    from bert_tf.modeling.recompute import enable_recompute, seed_generators_of
+
+    def gradients(recompute: bool):
+        model = _classifier(0.1)
+        lora.enable_lora(model, rank=2, targets="query,value,output_dense", dropout=0.3)
+        for layer in lora.lora_layers(model).values():
+            layer.lora_kernel_b.assign(tf.fill(layer.lora_kernel_b.shape, 0.1))
+        if recompute:
+            enable_recompute(model)
+        with tf.GradientTape() as tape:
+            y = tf.reduce_sum(model(_inputs(_arrays()), training=True)["logits"] ** 2)
+        return [g.numpy() for g in tape.gradient(y, model.trainable_variables)], model
+
+    plain, model = gradients(False)
+    assert len(seed_generators_of(model.encoder.blocks[0])) == 6  # 3 model + 3 adapter streams
+    recomputed, _ = gradients(True)
+    for a, b in zip(plain, recomputed):
+        np.testing.assert_allclose(a, b, atol=1e-6, rtol=0)
