@@ -60,7 +60,7 @@ from bert_tf.training.lora_finetuning import (LoraOptions, apply_lora_options,
                                               enable_lora_from_checkpoint, lora_variable_map,
                                               save_run_adapters)
 from bert_tf.training.length_batching import (DEFAULT_LENGTH_MULTIPLE, cached_model_function,
-                                           trim_padding)
+                                           select_outputs, trim_padding)
 from bert_tf.training.distribution import (check_global_batch, check_model_in_scope,
                                            check_tpu_paths, is_chief, is_tpu_strategy,
                                            resolve_strategy)
@@ -710,11 +710,7 @@ def _predict_with_strategy(model: keras.Model, inputs: Mapping[str, np.ndarray],
 
     def make_predict_step(model_ref):
         def replica_step(batch):
-            outputs = model_ref()(batch, training=False)
-            missing = [k for k in output_keys if k not in outputs]
-            if missing:
-                raise ValueError(f"the model has no outputs {missing} (it has {sorted(outputs)})")
-            return {k: outputs[k] for k in output_keys}
+            return select_outputs(model_ref()(batch, training=False), output_keys)
 
         @tf.function
         def predict_step(iterator):

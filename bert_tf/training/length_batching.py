@@ -34,7 +34,8 @@ import numpy as np
 import tensorflow as tf
 
 __all__ = ["DEFAULT_LENGTH_MULTIPLE", "LengthBatch", "cached_model_function", "example_lengths",
-           "plan_length_batches", "predict_length_bucketed", "round_up_length", "trim_padding"]
+           "plan_length_batches", "predict_length_bucketed", "round_up_length",
+           "select_outputs", "trim_padding"]
 
 # Cut lengths are rounded up to a multiple of this. The sequence axis is dynamic in the one
 # traced graph, so the multiple does not add graphs; on CPU a [32, L] MiniLM forward costs the
@@ -148,6 +149,15 @@ def cached_model_function(model, key: Hashable, factory: Callable[[Callable[[], 
     return function
 
 
+def select_outputs(outputs: Mapping, output_keys: Sequence[str]) -> dict:
+    """{k: outputs[k] for k in output_keys}; a ValueError naming the missing keys and the
+    model's own if any is not among `outputs` (the model's output dict)."""
+    missing = [k for k in output_keys if k not in outputs]
+    if missing:
+        raise ValueError(f"the model has no outputs {missing} (it has {sorted(outputs)})")
+    return {k: outputs[k] for k in output_keys}
+
+
 def _progress_bar(num_examples: int, enabled: bool):
     if not enabled or not num_examples:
         return None
@@ -211,11 +221,7 @@ def predict_length_bucketed(model, arrays: Mapping[str, np.ndarray], batch_size:
     def make_predict_step(model_ref):
         @tf.function(input_signature=[signature])
         def predict_step(batch):
-            outputs = model_ref()(batch, training=False)
-            missing = [k for k in output_keys if k not in outputs]
-            if missing:
-                raise ValueError(f"the model has no outputs {missing} (it has {sorted(outputs)})")
-            return {k: outputs[k] for k in output_keys}
+            return select_outputs(model_ref()(batch, training=False), output_keys)
 
         return predict_step
 
