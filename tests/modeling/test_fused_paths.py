@@ -148,32 +148,45 @@ def test_bert_block_fused_training_path_equals_plain():
                                   plain(x, mask_adder, training=False))
 
 
-def test_gpt_block_fused_training_path_equals_plain():
-    """GptBlock in training (fused dropout + residual + LayerNorm) against the op-by-op block
-    (the path it takes with injected masks): same masks, same values up to float32 rounding."""
+def _gpt_block_runs(forwards, seed):
+    """Values and gradients [y, dx, d(every variable)] of a 1-layer GptBlock's training forward
+    for each (forward x -> y, jit) of `forwards(block)` (jit: the whole step XLA-compiled), each
+    started from the same dropout stream positions (so the same masks)."""
     c = GptConfig(n_vocab=50, n_special=0, n_ctx=8, n_embd=32, n_head=2, n_layer=1,
                   embd_pdrop=0.1, attn_pdrop=0.1, resid_pdrop=0.1, clf_pdrop=0.1, afn="gelu")
     block = GptBlock(c)
     block.build()
-    x = tf.random.stateless_normal([2, 8, 32], seed=[6, 7])
+    x = tf.random.stateless_normal([2, 8, 32], seed=seed)
     dropouts = (block.attn.probs_dropout, block.attn.resid_dropout, block.mlp.resid_dropout)
     start = [d.seed_generator.state.numpy() for d in dropouts]
 
-    def op_by_op(x):
-        a = block.attn(x, training=True)
-        n = block.ln_1(x + a)
-        return block.ln_2(n + block.mlp(n, training=True))
-
-    results = []
-    for fn in (op_by_op, lambda x: block(x, training=True)):
-        for d, s in zip(dropouts, start):
-            d.seed_generator.state.assign(s)
+    def step(forward, x):
         with tf.GradientTape() as tape:
             tape.watch(x)
-            y = fn(x)
+            y = forward(x)
             loss = tf.reduce_sum(y * tf.range(32, dtype=tf.float32))
-        results.append([y, *tape.gradient(loss, [x, *block.trainable_variables])])
-    for a, b in zip(*results):
+        return [y, *tape.gradient(loss, [x, *block.trainable_variables])]
+
+    results = []
+    for forward, jit in forwards(block):
+        for d, s in zip(dropouts, start):
+            d.seed_generator.state.assign(s)
+        run = lambda x, f=forward: step(f, x)  # noqa: E731
+        results.append((tf.function(run, jit_compile=True) if jit else run)(x))
+    return results
+
+
+def test_gpt_block_fused_training_path_equals_plain():
+    """GptBlock in training (fused dropout + residual + LayerNorm) against the op-by-op block
+    (the path it takes with injected masks): same masks, same values up to float32 rounding."""
+    def forwards(block):
+        def op_by_op(x):
+            a = block.attn(x, training=True)
+            n = block.ln_1(x + a)
+            return block.ln_2(n + block.mlp(n, training=True))
+        return [(op_by_op, False), (lambda x: block(x, training=True), False)]
+
+    for a, b in zip(*_gpt_block_runs(forwards, [6, 7])):
         assert_close_f32(b, a)
 
 
@@ -207,25 +220,9 @@ def test_profile_categories():
 def test_fused_block_inside_a_jit_compiled_step():
     """`--jit_compile` compiles the whole step: the fused kernels (jit functions with custom
     gradients) inline into it and give the same values and gradients as run op by op."""
-    c = GptConfig(n_vocab=50, n_special=0, n_ctx=8, n_embd=32, n_head=2, n_layer=1,
-                  embd_pdrop=0.1, attn_pdrop=0.1, resid_pdrop=0.1, clf_pdrop=0.1, afn="gelu")
-    block = GptBlock(c)
-    block.build()
-    x = tf.random.stateless_normal([2, 8, 32], seed=[8, 9])
-    dropouts = (block.attn.probs_dropout, block.attn.resid_dropout, block.mlp.resid_dropout)
-    start = [d.seed_generator.state.numpy() for d in dropouts]
+    def forwards(block):
+        forward = lambda x: block(x, training=True)  # noqa: E731
+        return [(forward, False), (forward, True)]
 
-    def step(x):
-        with tf.GradientTape() as tape:
-            tape.watch(x)
-            y = block(x, training=True)
-            loss = tf.reduce_sum(y * tf.range(32, dtype=tf.float32))
-        return [y, *tape.gradient(loss, [x, *block.trainable_variables])]
-
-    results = []
-    for fn in (step, tf.function(step, jit_compile=True)):
-        for d, s in zip(dropouts, start):
-            d.seed_generator.state.assign(s)
-        results.append(fn(x))
-    for a, b in zip(*results):
+    for a, b in zip(*_gpt_block_runs(forwards, [8, 9])):
         assert_close_f32(b, a)
