@@ -47,7 +47,8 @@ CATEGORIES = ("matmul", "elementwise", "gelu", "softmax", "layer_norm", "dropout
               "dropout_apply", "cast", "bias_grad", "gather_scatter", "loss", "optimizer", "xla",
               "other")
 _MATMUL = re.compile(r"MatMul|Einsum|Conv2D")
-_RNG = {"StatelessRandomUniformFullIntV2", "StatelessRandomUniformV2", "StatelessRandomUniformIntV2",
+_RNG = {"StatelessRandomUniformFullIntV2", "StatelessRandomUniformV2",
+        "StatelessRandomUniformIntV2",
         "StatelessRandomGetKeyCounter", "StatelessRandomUniform", "StatelessRandomUniformFullInt",
         "RandomUniform", "RandomUniformInt", "Bitcast", "RngReadAndSkip", "RngSkip"}
 _GATHER = re.compile(r"Gather|Scatter|UnsortedSegment|SparseSegment|DynamicStitch|Unique")
