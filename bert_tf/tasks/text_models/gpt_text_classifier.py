@@ -48,7 +48,8 @@ import tensorflow as tf
 from bert_tf.errors import UserInputError
 from bert_tf.tasks.text_models.gpt_preprocessor import (GPT_TASKS, INPUT_TRANSFORMS,
                                                         GptTextPreprocessor, as_choice_array)
-from bert_tf.tasks.text_models.text_task import DEFAULT_BATCH_SIZE, TextTask, softmax
+from bert_tf.tasks.text_models.text_classifier import BertTextClassifier
+from bert_tf.tasks.text_models.text_task import DEFAULT_BATCH_SIZE, TextTask
 
 __all__ = ["GptTextClassifier", "DEFAULT_GPT_LEARNING_RATE", "DEFAULT_GPT_WARMUP"]
 
@@ -236,28 +237,12 @@ class GptTextClassifier(TextTask):
             optimizer = OpenAIAdam(learning_rate, t_total=1, schedule="warmup_linear",
                                    warmup=warmup_proportion, max_grad_norm=1.0, fused=True)
         super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
-        self._auto_schedule = ("openai_adam", float(warmup_proportion)) if auto else None
+        if auto:  # the first fit sets the run's length (TextTask._set_schedule)
+            self._auto_schedule = (_UpdatesTotal(optimizer), float(warmup_proportion))
 
-    def _set_schedule(self, ds: tf.data.Dataset, epochs: int, steps_per_epoch) -> None:
-        if self._auto_schedule is None or int(self.optimizer.iterations.numpy()) != 0:
-            return
-        steps = steps_per_epoch
-        if steps is None:
-            steps = int(ds.cardinality().numpy())
-            if steps < 0:
-                raise UserInputError("fit: the dataset's length is unknown; pass steps_per_epoch= "
-                                     "(the default optimizer's schedule needs the number of steps)")
-        self.optimizer.t_total = max(1, int(epochs) * int(steps))  # train.py's n_updates_total
-
-    def _default_loss(self):
-        if self.task_type == "regression":
-            return keras.losses.MeanSquaredError()
-        return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-
-    def _default_metrics(self):
-        if self.task_type == "regression":
-            return [keras.metrics.MeanSquaredError(name="mse")]
-        return [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
+    # The same task heads as BertTextClassifier's: its loss, metrics and outputs by task_type.
+    _default_loss = BertTextClassifier._default_loss
+    _default_metrics = BertTextClassifier._default_metrics
 
     # -- data --------------------------------------------------------------------------------
 
@@ -304,32 +289,25 @@ class GptTextClassifier(TextTask):
             parts.append(labels)
             if sample_weight is not None:
                 parts.append(np.asarray(sample_weight, np.float32))
-        ds = tf.data.Dataset.from_tensor_slices(tuple(parts))
+        ds = tf.data.Dataset.from_tensor_slices(tuple(parts) if len(parts) > 1 else texts)
         if shuffle:
             ds = ds.shuffle(len(rows), reshuffle_each_iteration=True)
-        ds = ds.batch(batch_size or DEFAULT_BATCH_SIZE)
-        return ds.map(lambda t, *rest: (self._preprocess(t), *rest),
-                      num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+        # batches of ((contexts, choices)[, labels[, weights]]): TextTask's dataset path
+        ds = super().text_dataset(ds.batch(batch_size or DEFAULT_BATCH_SIZE), what=what,
+                                  labelled=y is not None)
+        return ds.prefetch(tf.data.AUTOTUNE)
 
     # -- outputs -----------------------------------------------------------------------------
 
-    def _outputs_from_predictions(self, raw):
-        if self.task_type == "regression":
-            return np.asarray(raw, np.float32)[:, 0]
-        return softmax(raw)
+    _outputs_from_predictions = BertTextClassifier._outputs_from_predictions
+    # Texts -> the predicted label names (ids without label_names; multiple choice: the index
+    # of the chosen choice).
+    predict_labels = BertTextClassifier.predict_labels
 
     def predict(self, x, batch_size: int | None = None, **kwargs):
         """Texts -> probabilities float32 [N, num_classes] (multiple choice: [N, C] over the
         choices; regression: values [N])."""
         return super().predict(x, batch_size, **kwargs)
-
-    def predict_labels(self, x, batch_size: int | None = None) -> list:
-        """Texts -> the predicted label names (ids without label_names; multiple choice: the
-        index of the chosen choice)."""
-        if self.task_type == "regression":
-            raise UserInputError("predict_labels is for classification; use predict()")
-        ids = np.argmax(self.predict(x, batch_size), axis=-1)
-        return [self.label_names[i] for i in ids] if self.label_names else ids.tolist()
 
     def export(self, export_dir: str | os.PathLike, version: int | None = 1,
                overwrite: bool = False, check: bool = True) -> str:
@@ -348,6 +326,24 @@ class GptTextClassifier(TextTask):
                                             max_text_length=pre.cut, bpe_encoder=pre.encoder)
         return save_serving_savedmodel(module, os.fspath(export_dir), version, overwrite,
                                        check=check)
+
+
+class _UpdatesTotal:
+    """Stands for the warm-up schedule `TextTask._set_schedule` sizes: the run's number of
+    updates goes to `OpenAIAdam.t_total` (train.py's n_updates_total; the warm-up is a fraction
+    of it inside the optimizer)."""
+
+    def __init__(self, optimizer):
+        self.optimizer = optimizer
+        self.num_warmup_steps = 0
+
+    @property
+    def num_train_steps(self) -> int:
+        return self.optimizer.t_total
+
+    @num_train_steps.setter
+    def num_train_steps(self, value: int) -> None:
+        self.optimizer.t_total = int(value)
 
 
 def _preprocessor_of(text_encoder, sequence_length: int, input_transform: str,
