@@ -23,24 +23,40 @@ from bert_tf.gpt.input_transforms import SpecialTokens
 from bert_tf.gpt.model import GptModel
 
 
-def gpt_span_token_ids(input_word_ids: np.ndarray, input_mask: np.ndarray, cls_id: int,
-                       sep_id: int, special: SpecialTokens) -> np.ndarray:
-    """BERT's `[CLS] question [SEP] context [SEP] [PAD]...` windows as GPT's
-    `_start_ question _delimiter_ context _classify_ 0...`: [CLS] -> start, the first [SEP] ->
-    delimiter, the last -> classify; WordPiece ids unchanged (GPT's vocabulary is BERT's here).
+def swap_bert_specials(input_word_ids: np.ndarray, input_mask: np.ndarray, cls_id: int,
+                       sep_id: int, special: SpecialTokens, name: str = "gpt_span_token_ids",
+                       seps: int = 2) -> np.ndarray:
+    """BERT windows with their special tokens swapped for GPT's: [CLS] -> `_start_`; with two
+    [SEP] (`[CLS] a [SEP] b [SEP]`) the first -> `_delimiter_`, the last -> `_classify_`; with
+    one (`[CLS] a [SEP]`) it -> `_classify_`. WordPiece ids unchanged (GPT's vocabulary is
+    BERT's in the studies).
 
-    Args: input_word_ids int [N, S]; input_mask int [N, S]. Returns int32 [N, S].
+    Args: input_word_ids int [N, S]; input_mask int [N, S]; `name` heads the errors.
+    Returns int32 [N, S]. Raises ValueError for a window not starting with [CLS] or holding
+    other than `seps` [SEP] among its real tokens.
     """
     ids = np.array(input_word_ids, dtype=np.int32, copy=True)
     if len(ids) and not np.all(ids[:, 0] == cls_id):
-        raise ValueError("gpt_span_token_ids: every window must start with [CLS]")
+        raise ValueError(f"{name}: every window must start with [CLS]")
     ids[:, 0] = special.start
     for row, real in zip(ids, np.asarray(input_mask) > 0):
-        seps = np.flatnonzero((row == sep_id) & real)
-        if len(seps) != 2:
-            raise ValueError(f"gpt_span_token_ids: a window holds {len(seps)} [SEP], expected 2")
-        row[seps[0]], row[seps[1]] = special.delimiter, special.classify
+        found = np.flatnonzero((row == sep_id) & real)
+        if len(found) != seps:
+            raise ValueError(f"{name}: a window holds {len(found)} [SEP], expected {seps}")
+        if seps == 2:
+            row[found[0]] = special.delimiter
+        row[found[-1]] = special.classify
     return ids
+
+
+def gpt_span_token_ids(input_word_ids: np.ndarray, input_mask: np.ndarray, cls_id: int,
+                       sep_id: int, special: SpecialTokens) -> np.ndarray:
+    """BERT's `[CLS] question [SEP] context [SEP] [PAD]...` windows as GPT's
+    `_start_ question _delimiter_ context _classify_ 0...` (`swap_bert_specials`).
+
+    Args: input_word_ids int [N, S]; input_mask int [N, S]. Returns int32 [N, S].
+    """
+    return swap_bert_specials(input_word_ids, input_mask, cls_id, sep_id, special)
 
 
 class LtrSpanLabeler(keras.Model):

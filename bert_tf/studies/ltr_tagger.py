@@ -20,28 +20,18 @@ import tensorflow as tf
 from bert_tf.gpt.config import GptConfig
 from bert_tf.gpt.input_transforms import SpecialTokens
 from bert_tf.gpt.model import GptModel
+from bert_tf.studies.ltr_span_labeler import swap_bert_specials
 
 
 def gpt_tagger_token_ids(input_word_ids: np.ndarray, input_mask: np.ndarray, cls_id: int,
                          sep_id: int, special: SpecialTokens) -> np.ndarray:
     """BERT's `[CLS] tokens [SEP] [PAD]...` NER windows as GPT's `_start_ tokens _classify_
-    0...`; WordPiece ids unchanged (GPT's vocabulary is BERT's in the studies).
+    0...` (`ltr_span_labeler.swap_bert_specials` with one [SEP]).
 
     Args: input_word_ids int [N, S]; input_mask int [N, S]. Returns int32 [N, S].
-    Raises ValueError for a window that does not start with [CLS] or holds other than one
-    [SEP] among its real tokens.
     """
-    ids = np.array(input_word_ids, dtype=np.int32, copy=True)
-    if len(ids) and not np.all(ids[:, 0] == cls_id):
-        raise ValueError("gpt_tagger_token_ids: every window must start with [CLS]")
-    ids[:, 0] = special.start
-    for row, real in zip(ids, np.asarray(input_mask) > 0):
-        seps = np.flatnonzero((row == sep_id) & real)
-        if len(seps) != 1:
-            raise ValueError(f"gpt_tagger_token_ids: a window holds {len(seps)} [SEP], "
-                             f"expected 1")
-        row[seps[0]] = special.classify
-    return ids
+    return swap_bert_specials(input_word_ids, input_mask, cls_id, sep_id, special,
+                              name="gpt_tagger_token_ids", seps=1)
 
 
 class LtrTokenTagger(keras.Model):

@@ -135,11 +135,14 @@ def test_gpt_span_inputs_swap_bert_specials():
 
 
 @pytest.mark.long
-def test_ltr_span_labeler_sees_only_the_left_unless_bilstm():
-    import tensorflow as tf
-
+@pytest.mark.parametrize("head", ["span", "tagger"])
+def test_ltr_heads_see_only_the_left_unless_bilstm(head):
+    """BERT Table 5's left-to-right models on SQuAD (`LtrSpanLabeler`) and NER
+    (`LtrTokenTagger`): a position's logits move with a change to its left or itself only,
+    unless the BiLSTM adds the right context."""
     from bert_tf.gpt.config import GptConfig
     from bert_tf.studies.ltr_span_labeler import LtrSpanLabeler
+    from bert_tf.studies.ltr_tagger import LtrTokenTagger
 
     config = GptConfig(n_vocab=50, n_special=3, n_ctx=12, n_embd=16, n_head=2, n_layer=2)
     ids = np.random.default_rng(1).integers(1, 50, (2, 12)).astype(np.int32)
@@ -147,19 +150,27 @@ def test_ltr_span_labeler_sees_only_the_left_unless_bilstm():
     changed[:, 7] = (changed[:, 7] % 49) + 1
     inputs = {"token_ids": ids, "mask": np.ones((2, 12), np.float32)}
     for bilstm, left_moves in ((False, False), (True, True)):
-        model = LtrSpanLabeler(config, bilstm=bilstm, lm_coef=0.5)
+        if head == "span":
+            model = LtrSpanLabeler(config, bilstm=bilstm, lm_coef=0.5)
+            key, shape = "start_logits", (2, 12)
+        else:
+            model = LtrTokenTagger(config, 9, bilstm=bilstm)
+            key, shape = "logits", (2, 12, 9)
         a = model(inputs, training=False)
         b = model({**inputs, "token_ids": changed}, training=False)
-        assert a["start_logits"].shape == (2, 12) and a["lm_logits"].shape[:2] == (2, 11)
-        moved = np.abs(a["start_logits"].numpy() - b["start_logits"].numpy()).max(0) > 1e-6
+        assert a[key].shape == shape
+        diff = np.abs(a[key].numpy() - b[key].numpy())
+        moved = diff.max(axis=tuple(i for i in range(diff.ndim) if i != 1)) > 1e-6
         assert moved[7:].all()
         assert moved[:7].any() == left_moves, (bilstm, moved)
-        batch = {**inputs, "start_positions": np.array([3, 4]),
-                 "end_positions": np.array([5, 4])}
-        with_lm = float(model.compute_loss_value(a, batch))
-        model.lm_coef = 0.0
-        span_only = float(model.compute_loss_value(a, batch))
-        assert math.isfinite(span_only) and with_lm > span_only
+        if head == "span":
+            assert a["lm_logits"].shape[:2] == (2, 11)
+            batch = {**inputs, "start_positions": np.array([3, 4]),
+                     "end_positions": np.array([5, 4])}
+            with_lm = float(model.compute_loss_value(a, batch))
+            model.lm_coef = 0.0
+            span_only = float(model.compute_loss_value(a, batch))
+            assert math.isfinite(span_only) and with_lm > span_only
 
 
 def test_tasks_flag_and_missing_squad_file_are_one_line(tmp_path):
@@ -297,26 +308,6 @@ def test_table5_scores_ner_at_small_only():
     names = {c.name: c for c in CLAIMS}
     assert names["t5_mlm_over_ltr_ner"].column == "NER fine-tune"
     assert names["t5_mlm_over_ltr_ner"].primary
-
-
-@pytest.mark.long
-def test_ltr_tagger_sees_only_the_left_unless_bilstm():
-    from bert_tf.gpt.config import GptConfig
-    from bert_tf.studies.ltr_tagger import LtrTokenTagger
-
-    config = GptConfig(n_vocab=50, n_special=3, n_ctx=12, n_embd=16, n_head=2, n_layer=2)
-    ids = np.random.default_rng(1).integers(1, 50, (2, 12)).astype(np.int32)
-    changed = ids.copy()
-    changed[:, 7] = (changed[:, 7] % 49) + 1
-    inputs = {"token_ids": ids, "mask": np.ones((2, 12), np.float32)}
-    for bilstm, left_moves in ((False, False), (True, True)):
-        model = LtrTokenTagger(config, 9, bilstm=bilstm)
-        a = model(inputs, training=False)["logits"].numpy()
-        b = model({**inputs, "token_ids": changed}, training=False)["logits"].numpy()
-        assert a.shape == (2, 12, 9)
-        moved = np.abs(a - b).max(axis=(0, 2)) > 1e-6
-        assert moved[7:].all()
-        assert moved[:7].any() == left_moves, (bilstm, moved)
 
 
 CONLL_DIR = os.path.join(DATA, "conll2003")
