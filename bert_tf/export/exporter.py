@@ -61,8 +61,9 @@ class ExportOptions:
       num_labels: classifier / ner / gpt_classifier (or given by label_list); 1 exports a
         regression (classifier, gpt_classifier).
       label_list: label names in id order (classifier / ner / gpt_classifier); exported as the
-        `labels` output. classifier without it and --num_labels: the labels.json that
-        run_classifier --task_name=csv|tsv|jsonl wrote next to --init_checkpoint, if any;
+        `labels` output. classifier / gpt_classifier without it and --num_labels: the
+        labels.json that run_classifier / run_gpt_classifier --task_name=csv|tsv|jsonl wrote
+        next to --init_checkpoint, if any;
         ner: run_ner's label_list.txt there (else a labels.json).
       num_choices: multiple_choice.
       max_query_length, max_answer_length: squad.
@@ -198,10 +199,10 @@ def _read_tag_lines(path: str) -> list[str]:
 
 
 def _check_label_flags(opts: ExportOptions) -> None:
-    if (opts.model_type in ("classifier", "ner") and opts.label_list is None
+    if (opts.model_type in ("classifier", "ner", "gpt_classifier") and opts.label_list is None
             and opts.num_labels is None):
-        # a run_classifier --task_name=csv|tsv|jsonl run or a run_ner run: its labels
-        # (labels.json / label_list.txt) travel into the export
+        # a run_classifier / run_gpt_classifier --task_name=csv|tsv|jsonl run or a run_ner
+        # run: its labels (labels.json / label_list.txt) travel into the export
         opts.label_list = run_label_list(opts.init_checkpoint, opts.model_type)
     if opts.label_list is not None and opts.num_labels is not None and (
             len(opts.label_list) != opts.num_labels):

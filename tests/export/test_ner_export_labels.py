@@ -108,3 +108,32 @@ def test_export_tool_ner_labels_from_run_dir(fixture_model, tmp_path):
     assert labels <= set(OWN_TAGS)
     ids = out["label_ids"].numpy().reshape(-1)
     assert [x.decode() for x in out["labels"].numpy().reshape(-1)] == [OWN_TAGS[i] for i in ids]
+
+
+def test_gpt_classifier_export_reads_the_runs_labels_json(tmp_path):
+    """run_gpt_classifier --task_name=csv|tsv|jsonl writes labels.json beside its checkpoints;
+    --model_type=gpt_classifier reads it as the BERT classifier export does."""
+    from bert_tf.gpt.config import GptConfig
+
+    config = tmp_path / "gpt_config.json"
+    config.write_text(json.dumps(GptConfig(n_vocab=50, n_special=3, n_ctx=16, n_embd=8,
+                                           n_head=2, n_layer=1).to_dict()))
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "labels.json").write_text(json.dumps(["negative", "positive"]))
+
+    def options(**kwargs) -> ExportOptions:
+        return ExportOptions(model_type="gpt_classifier", export_dir=str(tmp_path / "export"),
+                             gpt_config_file=str(config), gpt_task="classification",
+                             seq_length=16, init_checkpoint=str(run / "model.ckpt-3"),
+                             **kwargs)
+
+    opts = options()
+    exporter.validate_options(opts)
+    assert opts.label_list == ["negative", "positive"]
+    opts = options(num_labels=3)  # flags win over the file
+    exporter.validate_options(opts)
+    assert opts.label_list is None and opts.num_labels == 3
+    (run / "labels.json").unlink()
+    with pytest.raises(ExportError, match="--num_labels or --label_list is required"):
+        exporter.validate_options(options())
