@@ -76,7 +76,7 @@ def test_int8_matmul_is_the_exact_integer_product():
     x[1, 2] = 0.0
     parts = [rng.integers(-WEIGHT_MAX, WEIGHT_MAX + 1, [40, n]).astype(np.int8) for n in (16, 24)]
     scales = [rng.uniform(10, 100, [n]).astype(np.float32) for n in (16, 24)]
-    kernels = [Int8Kernel(tf.constant(q), tf.constant(s)) for q, s in zip(parts, scales)]
+    kernels = [Int8Kernel.of(q, s) for q, s in zip(parts, scales)]
     kernel = tf.concat([tf.cast(kernels[0], tf.float32) * 0.125, kernels[1]], axis=1)
     got = tf.matmul(x, kernel).numpy()
     assert got.shape == (5, 3, 40)
