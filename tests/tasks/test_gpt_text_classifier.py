@@ -295,8 +295,18 @@ print(json.dumps({"type": type(model).__name__, "labels": model.label_names,
 """
 
 
+@pytest.fixture(scope="module")
+def harness(tmp_path_factory) -> str:
+    from bert_tf.export.loader_harness import HarnessUnavailable, build_harness
+
+    try:
+        return build_harness(tmp_path_factory.mktemp("harness"))
+    except HarnessUnavailable as e:
+        pytest.skip(f"cannot build the C loader harness: {e}")
+
+
 @pytest.mark.long
-def test_fit_predict_save_fresh_process_and_export(gpt_folder, tmp_path):
+def test_fit_predict_save_fresh_process_and_export(gpt_folder, tmp_path, harness):
     import keras
     import tensorflow as tf
 
@@ -340,6 +350,14 @@ def test_fit_predict_save_fresh_process_and_export(gpt_folder, tmp_path):
     out = serve(text_a=tf.constant([x for x, _ in PAIRS]), text_b=tf.constant([y for _, y in PAIRS]))
     np.testing.assert_allclose(out["probabilities"].numpy(), probs, rtol=0, atol=1e-5)
     assert [x.decode() for x in out["labels"].numpy()] == clf.predict_labels(PAIRS)
+    # TF Serving's C-API loader (no Python) gives the same probabilities.
+    from bert_tf.export import loader_harness as lh
+
+    responses, proc = lh.run_signature(harness, version, [{
+        "text_a": np.array([x for x, _ in PAIRS], object),
+        "text_b": np.array([y for _, y in PAIRS], object)}])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    np.testing.assert_allclose(responses[0]["probabilities"], probs, rtol=0, atol=1e-5)
 
 
 @pytest.mark.long
