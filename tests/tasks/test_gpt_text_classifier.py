@@ -295,16 +295,6 @@ print(json.dumps({"type": type(model).__name__, "labels": model.label_names,
 """
 
 
-@pytest.fixture(scope="module")
-def harness(tmp_path_factory) -> str:
-    from bert_tf.export.loader_harness import HarnessUnavailable, build_harness
-
-    try:
-        return build_harness(tmp_path_factory.mktemp("harness"))
-    except HarnessUnavailable as e:
-        pytest.skip(f"cannot build the C loader harness: {e}")
-
-
 @pytest.mark.long
 def test_fit_predict_save_fresh_process_and_export(gpt_folder, tmp_path, harness):
     import keras

@@ -316,16 +316,6 @@ def serve_tf(export_dir: str, signature: str, **inputs) -> dict[str, np.ndarray]
     return {k: v.numpy() for k, v in fn(**{k: tf.constant(v) for k, v in inputs.items()}).items()}
 
 
-@pytest.fixture(scope="module")
-def harness(tmp_path_factory) -> str:
-    from bert_tf.export.loader_harness import HarnessUnavailable, build_harness
-
-    try:
-        return build_harness(tmp_path_factory.mktemp("harness"))
-    except HarnessUnavailable as e:
-        pytest.skip(f"cannot build the C loader harness: {e}")
-
-
 @pytest.mark.long
 def test_classifier_round_trip_on_sst2(shared_data, tmp_path, harness):
     import keras
