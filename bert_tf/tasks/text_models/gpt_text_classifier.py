@@ -255,12 +255,7 @@ class GptTextClassifier(TextTask):
                 raise UserInputError(f"{what}: multiple-choice labels are the index of the right "
                                      f"choice (int); got {array.dtype}")
             return array.astype(np.int32)
-        if self.label_names is None and np.asarray(y).dtype.kind in "OUS":
-            names = sorted({str(v) for v in np.asarray(y).reshape(-1)})
-            if len(names) != self.num_classes:
-                raise UserInputError(f"{what}: {len(names)} distinct labels {names[:10]} for a "
-                                     f"{self.num_classes}-class model; pass label_names=")
-            self.label_names = names
+        self._infer_label_names(y, self.num_classes, what)
         return super()._label_ids(y, what)
 
     def text_dataset(self, x, y=None, sample_weight=None, batch_size: int | None = None,

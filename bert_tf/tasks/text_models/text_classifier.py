@@ -149,12 +149,7 @@ class BertTextClassifier(TextTask):
     def _label_ids(self, y, what="y"):
         if self.task_type == "regression":
             return np.asarray(y, np.float32).reshape(-1, 1)
-        if self.label_names is None and np.asarray(y).dtype.kind in "OUS":
-            names = sorted({str(v) for v in np.asarray(y).reshape(-1)})
-            if len(names) != self.num_classes:
-                raise UserInputError(f"{what}: {len(names)} distinct labels {names[:10]} for a "
-                                     f"{self.num_classes}-class model; pass label_names=")
-            self.label_names = names
+        self._infer_label_names(y, self.num_classes, what)
         return super()._label_ids(y, what)
 
     def _outputs_from_predictions(self, raw):

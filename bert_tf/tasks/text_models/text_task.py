@@ -215,6 +215,16 @@ class TextTask(keras.Model):
 
     # -- data --------------------------------------------------------------------------------
 
+    def _infer_label_names(self, y: Any, num_classes: int, what: str = "y") -> None:
+        """A classifier fitted on string labels without `label_names`: its names are the
+        sorted distinct labels of `y`, which must number `num_classes`."""
+        if self.label_names is None and np.asarray(y).dtype.kind in "OUS":
+            names = sorted({str(v) for v in np.asarray(y).reshape(-1)})
+            if len(names) != num_classes:
+                raise UserInputError(f"{what}: {len(names)} distinct labels {names[:10]} for a "
+                                     f"{num_classes}-class model; pass label_names=")
+            self.label_names = names
+
     def _label_ids(self, y: Any, what: str = "y") -> np.ndarray:
         """Labels as the model's targets (class ids, or names of `label_names`)."""
         array = np.asarray(y)
