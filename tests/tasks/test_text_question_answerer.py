@@ -14,7 +14,6 @@ import sys
 import numpy as np
 import pytest
 
-from tests.tasks.test_text_models import harness  # noqa: F401  (the C-API loader fixture)
 from tests.tasks.test_text_models import tiny_vocab, write_google_folder
 
 PROJECT_ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -282,7 +281,7 @@ def read_squad_dev(shared_data: pathlib.Path, n: int) -> tuple[list[str], list[s
 
 
 @pytest.mark.long
-def test_real_squad_dev_round_trip(shared_data, tmp_path, harness):  # noqa: F811
+def test_real_squad_dev_round_trip(shared_data, tmp_path, harness):
     """12 SQuAD v1.1 dev questions (real contexts, several windows at length 48): fit, answers
     equal the tasks/squad pipeline's, spans are context[start:end]; the .keras file reloaded in
     a fresh process after `import bert_tf` answers the same; the export's first-window logits
