@@ -17,14 +17,10 @@ import pytest
 from bert_tf.errors import UserInputError
 from bert_tf.tasks import classifier, own_data
 from bert_tf.tasks.glue import GlueDataError
+from tests.helpers import TINY_CONFIG
 
 PROJECT_ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = PROJECT_ROOT / "tools" / "run_classifier.py"
-TINY_CONFIG = {"attention_probs_dropout_prob": 0.0, "hidden_act": "gelu",
-               "hidden_dropout_prob": 0.0, "hidden_size": 32, "initializer_range": 0.02,
-               "intermediate_size": 64, "max_position_embeddings": 64,
-               "num_attention_heads": 2, "num_hidden_layers": 2, "type_vocab_size": 2,
-               "vocab_size": 30522}
 TEXT_COLUMN = "review, text"  # a column name with a comma (quoted in the header)
 
 

@@ -16,15 +16,11 @@ import sys
 import pytest
 
 from bert_tf.tasks import ner
+from tests.helpers import TINY_CONFIG
 
 PROJECT_ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = PROJECT_ROOT / "tools" / "run_ner.py"
 RENAMED = {"PER": "PERSON", "LOC": "PLACE", "ORG": "GROUP", "MISC": "OTHER"}
-TINY_CONFIG = {"attention_probs_dropout_prob": 0.0, "hidden_act": "gelu",
-               "hidden_dropout_prob": 0.0, "hidden_size": 32, "initializer_range": 0.02,
-               "intermediate_size": 64, "max_position_embeddings": 64,
-               "num_attention_heads": 2, "num_hidden_layers": 2, "type_vocab_size": 2,
-               "vocab_size": 30522}
 
 
 def _write(path: pathlib.Path, sentences: list[list[tuple[str, str]]]) -> pathlib.Path:

@@ -13,15 +13,14 @@ import sys
 import pytest
 
 from bert_tf.tasks import squad
+from tests import helpers
 
 PROJECT_ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = PROJECT_ROOT / "tools" / "run_squad.py"
 
-TINY_CONFIG = {"attention_probs_dropout_prob": 0.1, "hidden_act": "gelu",
-               "hidden_dropout_prob": 0.1, "hidden_size": 32, "initializer_range": 0.02,
-               "intermediate_size": 64, "max_position_embeddings": 128,
-               "num_attention_heads": 2, "num_hidden_layers": 2, "type_vocab_size": 2,
-               "vocab_size": 30522}
+# The shared tiny BERT with dropout on and 128 positions (the SQuAD windows are longer).
+TINY_CONFIG = {**helpers.TINY_CONFIG, "attention_probs_dropout_prob": 0.1,
+               "hidden_dropout_prob": 0.1, "max_position_embeddings": 128}
 
 
 def _subset(data_file: pathlib.Path, num_questions: int, one_answer: bool,
