@@ -38,8 +38,7 @@ from bert_tf.errors import UserInputError
 from bert_tf.gpt.config import GptConfig
 from bert_tf.gpt.losses import lm_token_losses
 from bert_tf.gpt.model import GptModel
-from bert_tf.training.openai_adam import SCHEDULES, OpenAIAdam
-from bert_tf.options import option
+from bert_tf.training.openai_adam import OpenAIAdamOptions, lr_schedule_option
 from bert_tf.checkpoints.openai import (SHAPES_FILE, SPECIAL_ROWS_FILE, load_original_params,
                                         write_original_outputs)
 from bert_tf.training.distribution import (DistributionOptions, check_global_batch,
@@ -56,8 +55,9 @@ ORIGINAL_PARAMS_DIR = "original_params"
 """Folder under output_dir where the trained weights are written in the original layout."""
 
 @dataclasses.dataclass
-class GptTrainerOptions(PretrainingLoopOptions):
-    """The pretraining loop's options plus the original optimizer's flags (train.py's names).
+class GptTrainerOptions(OpenAIAdamOptions, PretrainingLoopOptions):
+    """The pretraining loop's options plus the original optimizer's flags (train.py's names,
+    `OpenAIAdamOptions`).
     BERT's model and optimizer choices (`TrainerOptions.optimizer`,
     `last_layer_at_predictions_only`, `xla_gelu`) are not GPT's and not among them.
 
@@ -71,14 +71,8 @@ class GptTrainerOptions(PretrainingLoopOptions):
     """
 
     learning_rate: float = 2.5e-4
-    lr_schedule: str = "warmup_cosine"
+    lr_schedule: str = lr_schedule_option("warmup_cosine")
     lr_warmup: float | None = None
-    l2: float = 0.01
-    vector_l2: bool = False
-    max_grad_norm: float = 1.0
-    b1: float = 0.9
-    b2: float = 0.999
-    e: float = 1e-8
 
     @property
     def warmup_fraction(self) -> float:
@@ -88,9 +82,7 @@ class GptTrainerOptions(PretrainingLoopOptions):
 
     def validate(self) -> None:
         """UserInputError naming the flag when a value cannot be used."""
-        if self.lr_schedule not in SCHEDULES:
-            raise UserInputError(f"--lr_schedule={self.lr_schedule}: expected one of "
-                                 f"{', '.join(SCHEDULES)}")
+        self.check_lr_schedule()
         if self.num_train_steps <= 0:
             raise UserInputError(f"--num_train_steps={self.num_train_steps} must be positive")
         if not 0.0 <= self.warmup_fraction <= 1.0:
@@ -184,11 +176,9 @@ class GptPretrainingTrainer(PretrainingTrainer):
         return GptModel(self.config, classifier=False, name="gpt")
 
     def create_optimizer(self) -> keras.optimizers.Optimizer:
-        o = self.options
-        # max_grad_norm=0: the loop clips the all-reduced gradients (once) to o.max_grad_norm.
-        return OpenAIAdam(o.learning_rate, t_total=o.num_train_steps, schedule=o.lr_schedule,
-                          warmup=o.warmup_fraction, b1=o.b1, b2=o.b2, e=o.e, l2=o.l2,
-                          vector_l2=o.vector_l2, max_grad_norm=0.0, fused=True)
+        o = self.options  # the loop clips the all-reduced gradients (once) to o.max_grad_norm
+        return o.loop_clipped_optimizer(o.learning_rate, t_total=o.num_train_steps,
+                                        warmup=o.warmup_fraction)
 
     def scheduled_learning_rate(self) -> tf.Tensor:
         """lr · schedule(t / t_total) of the next update (without Adam's bias correction)."""
@@ -291,7 +281,6 @@ class GptPretrainingRun(DistributionOptions, GptTrainerOptions):
     eval_input_file: str | None = None
     do_train: bool = False
     do_eval: bool = False
-    lr_schedule: str = option("warmup_cosine", choices=tuple(SCHEDULES))
     export_dir: str | None = None
     seed: int = 12345
 

@@ -51,7 +51,7 @@ from bert_tf.gpt.config import GptConfig
 from bert_tf.gpt.input_transforms import (InputTransformError, SpecialTokens,
                                           classification_inputs, entailment_inputs,
                                           multiple_choice_inputs, similarity_inputs)
-from bert_tf.training.openai_adam import SCHEDULES
+from bert_tf.training.openai_adam import OpenAIAdamOptions
 from bert_tf.options import option
 from bert_tf.tasks import own_data
 from bert_tf.tasks.glue import EvalSplit
@@ -239,7 +239,7 @@ def transform_rows(rows: TaskRows, kind: str, encoder, n_ctx: int, special: Spec
 # ---------------------------------------------------------------------------------------------
 @dataclasses.dataclass(kw_only=True)
 class GptClassifierRunOptions(DistributionOptions, own_data.OwnDataOptions, LoraOptions,
-                              MemoryOptions):
+                              MemoryOptions, OpenAIAdamOptions):
     """Every option of tools/run_gpt_classifier.py (named as run_classifier.py's flags where the
     meaning is the same, plus train.py's: --lm_coef, --clf_pdrop, --lr_schedule, --l2,
     --vector_l2, --max_grad_norm, --b1, --b2, --e). The paper's settings:
@@ -323,15 +323,8 @@ class GptClassifierRunOptions(DistributionOptions, own_data.OwnDataOptions, Lora
     learning_rate: float = 6.25e-5
     num_train_epochs: float = 3.0
     warmup_proportion: float = 0.002
-    lr_schedule: str = option("warmup_linear", choices=tuple(SCHEDULES))
     lm_coef: float = 0.5
     clf_pdrop: float | None = None
-    l2: float = 0.01
-    vector_l2: bool = False
-    max_grad_norm: float = 1.0
-    b1: float = 0.9
-    b2: float = 0.999
-    e: float = 1e-8
     save_checkpoints_steps: int = 1000
     keep_checkpoint_max: int = 5
     seed: int = 12345
@@ -371,6 +364,7 @@ def _check_options(opts: GptClassifierRunOptions) -> str:
     for name in ("lm_coef", "warmup_proportion", "max_text_length"):
         if getattr(opts, name) < 0:
             raise UserInputError(f"--{name}={getattr(opts, name)} must be >= 0")
+    opts.check_lr_schedule()
     if not opts.max_grad_norm > 0:
         raise UserInputError(f"--max_grad_norm={opts.max_grad_norm}: the fine-tuning loop "
                              "always clips the gradients; give a positive norm")
@@ -542,7 +536,6 @@ def run_gpt_classifier(opts: GptClassifierRunOptions) -> dict:
 
     import keras
 
-    from bert_tf.training.openai_adam import OpenAIAdam
     from bert_tf.runs.gpt_pretraining import load_gpt_weights
     from bert_tf.gpt.task_model import GptClassifier
     from bert_tf.tasks.results import softmax, write_eval_results
@@ -596,12 +589,9 @@ def run_gpt_classifier(opts: GptClassifierRunOptions) -> dict:
             lora_dropout=opts.lora_dropout)
 
         def optimizer_fn():
-            # The loop clips the summed gradients to --max_grad_norm; the optimizer's own clip
-            # is off so that they are clipped once.
-            return OpenAIAdam(opts.learning_rate, t_total=num_train_steps,
-                              schedule=opts.lr_schedule, warmup=opts.warmup_proportion,
-                              b1=opts.b1, b2=opts.b2, e=opts.e, l2=opts.l2,
-                              vector_l2=opts.vector_l2, max_grad_norm=0.0, fused=True)
+            # The loop clips the summed gradients to --max_grad_norm (once).
+            return opts.loop_clipped_optimizer(opts.learning_rate, t_total=num_train_steps,
+                                               warmup=opts.warmup_proportion)
 
         def loss_fn(outputs, batch):
             return model.compute_losses(outputs, batch["token_ids"], batch["mask"],

@@ -27,6 +27,7 @@ the bias correction uses `t + 1`. (Keras increments `iterations` after all updat
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Callable
 
@@ -34,6 +35,7 @@ import keras
 import tensorflow as tf
 
 from bert_tf.errors import UserInputError
+from bert_tf.options import option
 
 
 def warmup_cosine(x, warmup: float = 0.002) -> tf.Tensor:
@@ -193,3 +195,57 @@ class OpenAIAdam(keras.optimizers.Optimizer):
                 "b1": self.b1, "b2": self.b2, "e": self.e, "l2": self.l2,
                 "vector_l2": self.vector_l2, "max_grad_norm": self.max_grad_norm,
                 "fused": self.fused}
+
+
+def lr_schedule_option(default: str = "warmup_linear"):
+    """The `--lr_schedule` field (an enum flag of the `SCHEDULES` keys) with `default`; a run whose
+    default differs from train.py's redeclares the field with this."""
+    return option(default, choices=tuple(SCHEDULES))
+
+
+@dataclasses.dataclass(kw_only=True)
+class OpenAIAdamOptions:
+    """train.py's optimizer flags, declared once for the GPT-1 runs (tools/run_gpt_pretraining.py,
+    tools/run_gpt_classifier.py); the defaults are train.py's. A run's own options class may
+    redeclare `lr_schedule` with another default (`lr_schedule_option(...)`) and word a field's
+    help for its tool in its own "Attributes:" docstring (the nearest class's text is the flag's).
+    The learning rate and the warm-up are the run's (their defaults and units differ).
+
+    Attributes:
+      lr_schedule: train.py's --lr_schedule: warmup_linear, warmup_cosine or warmup_constant.
+      l2: train.py's --l2: L2 weight inside the Adam step (matrices only unless --vector_l2).
+      vector_l2: train.py's --vector_l2: the L2 term also on biases and gains.
+      max_grad_norm: train.py's --max_grad_norm: global-norm clip of the gradients.
+      b1: Adam beta1 (train.py's --b1).
+      b2: Adam beta2 (train.py's --b2).
+      e: Adam epsilon (train.py's --e).
+    """
+
+    lr_schedule: str = lr_schedule_option()
+    l2: float = 0.01
+    vector_l2: bool = False
+    max_grad_norm: float = 1.0
+    b1: float = 0.9
+    b2: float = 0.999
+    e: float = 1e-8
+
+    def check_lr_schedule(self) -> None:
+        """UserInputError naming --lr_schedule when it is not a key of `SCHEDULES`."""
+        if self.lr_schedule not in SCHEDULES:
+            raise UserInputError(f"--lr_schedule={self.lr_schedule}: expected one of "
+                                 f"{', '.join(SCHEDULES)}")
+
+    def loop_clipped_optimizer(self, learning_rate: float, *, t_total: int,
+                               warmup: float) -> OpenAIAdam:
+        """`OpenAIAdam` with these options for a training loop that clips the (all-reduced,
+        accumulated) gradients to `max_grad_norm` itself: the optimizer's own clip is off, so
+        they are clipped once; `fused=True` (one ResourceApplyAdam kernel per variable).
+
+        Args:
+          learning_rate: the peak rate (train.py's --lr).
+          t_total: number of updates of the whole run.
+          warmup: the warm-up as a fraction of t_total.
+        """
+        return OpenAIAdam(learning_rate, t_total=t_total, schedule=self.lr_schedule,
+                          warmup=warmup, b1=self.b1, b2=self.b2, e=self.e, l2=self.l2,
+                          vector_l2=self.vector_l2, max_grad_norm=0.0, fused=True)
