@@ -31,7 +31,7 @@ from bert_tf.modeling.cross_entropy import sparse_softmax_cross_entropy
 from bert_tf.modeling.recompute import enable_recompute
 from bert_tf.training.accumulation import (MemoryOptions, MicroBatchContext, accumulate_gradients,
                                            check_accumulation, micro_batch_totals)
-from bert_tf.training.distribution import check_global_batch
+from bert_tf.training.distribution import check_global_batch, is_chief
 from bert_tf.training.optimization import create_optimizer
 from bert_tf.training.random_state import checkpoint_has_random_state, training_random_state
 
@@ -235,14 +235,8 @@ class PretrainingTrainer:
     # ---- checkpoints ------------------------------------------------------------------------
     @property
     def is_chief(self) -> bool:
-        """True except on non-chief workers of a multi-worker strategy."""
-        resolver = getattr(self.strategy, "cluster_resolver", None)
-        if resolver is None or not getattr(resolver, "task_type", None):
-            return True
-        if resolver.task_type == "chief":
-            return True
-        has_chief = "chief" in resolver.cluster_spec().as_dict()
-        return resolver.task_type == "worker" and resolver.task_id == 0 and not has_chief
+        """True except on non-chief workers of a multi-worker strategy (distribution.is_chief)."""
+        return is_chief(self.strategy)
 
     @property
     def checkpoint_dir(self) -> str:
