@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from bert_tf.tokenization import full_tokenizer
 from bert_tf.tokenization.full_tokenizer import (
     BasicTokenizer,
     FullTokenizer,
@@ -45,22 +46,7 @@ _LAZY = {
     "write_vocab": "bert_tf.tokenization.vocab_builder",
 }
 
-__all__ = [
-    "BasicTokenizer",
-    "FullTokenizer",
-    "VocabDict",
-    "WordpieceTokenizer",
-    "convert_by_vocab",
-    "convert_ids_to_tokens",
-    "convert_to_unicode",
-    "convert_tokens_to_ids",
-    "load_vocab",
-    "printable_text",
-    "validate_case_matches_checkpoint",
-    "vocab_tokens_by_id",
-    "whitespace_tokenize",
-    *_LAZY,
-]
+__all__ = [*full_tokenizer.__all__, *_LAZY]
 
 
 def __getattr__(name: str) -> Any:
