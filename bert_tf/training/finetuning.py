@@ -54,6 +54,7 @@ from bert_tf.checkpoints import (CheckpointError, assign_from_checkpoint, checkp
 from bert_tf.modeling import lora
 from bert_tf.modeling.dropout import dropout_masks_at_padded_length
 from bert_tf.modeling.recompute import enable_recompute
+from bert_tf.modeling.transformer import BertTransformerBlock
 from bert_tf.progress import progress_bar
 from bert_tf.training.accumulation import MemoryOptions, accumulate_gradients, check_accumulation
 from bert_tf.training.lora_finetuning import (LoraOptions, apply_lora_options,
@@ -77,10 +78,10 @@ pair (sum, weight) whose ratio is the loss (e.g. Σ token losses, number of labe
 that the global-batch loss is Σ sums / Σ weights over the replicas exactly."""
 
 __all__ = ["ENCODER_INPUT_KEYS", "FinetuneOptions", "LossFn", "checkpoint_variable_map",
-           "encoder_variable_map", "init_model", "is_encoder_savedmodel", "latest_checkpoint",
-           "load_checkpoint", "make_train_step", "model_strategy", "num_train_and_warmup_steps",
-           "predict_arrays", "restore_for_prediction", "train_model", "training_state_map",
-           "write_checkpoint"]
+           "encoder_variable_map", "fused_block_kernels", "init_model", "is_encoder_savedmodel",
+           "latest_checkpoint", "load_checkpoint", "make_train_step", "model_strategy",
+           "num_train_and_warmup_steps", "predict_arrays", "restore_for_prediction", "train_model",
+           "training_state_map", "write_checkpoint"]
 
 
 @dataclasses.dataclass
@@ -109,6 +110,10 @@ class FinetuneOptions(LoraOptions, MemoryOptions):
         `length_key` array, never on TPUs. False: every batch at full length.
       length_multiple: the cut lengths are multiples of this (or the full length; 8 by
         default, `training.length_batching.DEFAULT_LENGTH_MULTIPLE`).
+      fused_kernels: train BERT's blocks with the pretraining trainer's XLA-fused kernels
+        (`fused_block_kernels`: the FFN GELU and each dropout + residual + LayerNorm as one
+        forward and one backward kernel; same dropout masks, equal to the op-by-op step up to
+        float rounding). Off by default (the original's op pattern); prediction is unchanged.
       gradient_accumulation_steps, recompute_activations (keyword-only): the memory savers of
         `bert_tf.training.accumulation.MemoryOptions` (1 and False: the original step).
       lora_rank, lora_alpha, lora_targets, lora_dropout (keyword-only): LoRA fine-tuning
@@ -129,6 +134,7 @@ class FinetuneOptions(LoraOptions, MemoryOptions):
     plot_curves: bool = True
     length_bucketing: bool = True
     length_multiple: int = DEFAULT_LENGTH_MULTIPLE
+    fused_kernels: bool = False
 
     def validate(self) -> None:
         """ValueError naming the option when a value cannot be used."""
@@ -309,10 +315,37 @@ def _replica_loss(loss_value, ctx: tf.distribute.ReplicaContext) -> tf.Tensor:
     return loss / ctx.num_replicas_in_sync if ctx.num_replicas_in_sync > 1 else loss
 
 
+@contextlib.contextmanager
+def fused_block_kernels(model: keras.layers.Layer, enabled: bool = True):
+    """While tracing inside it, every `BertTransformerBlock` of `model` trains with the XLA-fused
+    kernels the pretraining trainer uses (the blocks' `xla_gelu_in_training`, see
+    `BertTransformerBlock`): the FFN's GELU and each dropout + residual + LayerNorm (and what
+    else the blocks fuse in training) as one forward and one backward kernel each, instead of
+    tens of separate passes over [rows, H] tensors. The dropout layers draw the same masks from
+    the same streams; the values equal the op-by-op path's up to float rounding (the order of
+    the LayerNorm reductions). Inference (training=False) is unchanged.
+
+    The blocks' setting is restored on exit, so the model's config (and so its saved and
+    exported forms) keeps its own value; a `tf.function` traced inside keeps the fused graph.
+    Models without BERT blocks (GPT-1 trains fused already) are left as they are.
+    """
+    layers = model._flatten_layers(include_self=True)  # noqa: SLF001 (Keras' own walk)
+    blocks = [layer for layer in layers if isinstance(layer, BertTransformerBlock)]
+    saved = [block.xla_gelu_in_training for block in blocks]
+    try:
+        if enabled:
+            for block in blocks:
+                block.xla_gelu_in_training = True
+        yield
+    finally:
+        for block, value in zip(blocks, saved):
+            block.xla_gelu_in_training = value
+
+
 def make_train_step(model: keras.Model, optimizer, loss_fn: LossFn,
                     input_keys: Sequence[str] = ENCODER_INPUT_KEYS, clip_norm: float = 1.0,
                     padded_length: int | None = None, length_key: str | None = None,
-                    gradient_accumulation_steps: int = 1):
+                    gradient_accumulation_steps: int = 1, fused_kernels: bool = False):
     """The per-replica step: forward (training=True), `loss_fn`, gradients summed over the
     replicas and clipped by global norm, update. Run it with `strategy.run` (or directly on one
     device). Returns `step(batch) -> {"loss", "learning_rate", "grad_norm"}` (scalars; the loss
@@ -324,7 +357,11 @@ def make_train_step(model: keras.Model, optimizer, loss_fn: LossFn,
 
     `gradient_accumulation_steps` k > 1: the batch's gradient is computed in k sequential
     micro-batches (`bert_tf.training.accumulation`: the same update, one micro-batch's
-    activations in memory); each replica's batch must be divisible by k."""
+    activations in memory); each replica's batch must be divisible by k.
+
+    `fused_kernels`: the forward pass runs under `fused_block_kernels(model)` (BERT blocks'
+    XLA-fused GELU and dropout + residual + LayerNorm; same masks, same values up to float
+    rounding); False keeps the model's own setting (the original op pattern by default)."""
     input_keys = tuple(input_keys)
     if (padded_length is None) != (length_key is None):
         raise ValueError("padded_length and length_key go together")
@@ -335,7 +372,7 @@ def make_train_step(model: keras.Model, optimizer, loss_fn: LossFn,
         ctx = tf.distribute.get_replica_context()
         learning_rate = optimizer.learning_rate  # at the pre-update iteration count
         variables = model.trainable_variables
-        with tf.GradientTape() as tape, _padded_dropout(batch):
+        with tf.GradientTape() as tape, _padded_dropout(batch), _fused():
             outputs = model({k: batch[k] for k in input_keys}, training=True)
             share = _replica_loss(loss_fn(outputs, batch), ctx)
         grads = tape.gradient(share, variables)
@@ -359,7 +396,7 @@ def make_train_step(model: keras.Model, optimizer, loss_fn: LossFn,
         pair = []  # at trace time: whether loss_fn returns (sum, weight)
 
         def micro_step(micro):
-            with _padded_dropout(micro):
+            with _padded_dropout(micro), _fused():
                 outputs = model({key: micro[key] for key in input_keys}, training=True)
                 value = loss_fn(outputs, micro)
             pair[:] = [isinstance(value, (tuple, list))]
@@ -394,6 +431,9 @@ def make_train_step(model: keras.Model, optimizer, loss_fn: LossFn,
         shape = tf.shape(batch[length_key])  # [B, ..., L]
         return dropout_masks_at_padded_length(padded_length, shape[-1],
                                               tf.reduce_prod(shape[:-1]))
+
+    def _fused():
+        return fused_block_kernels(model) if fused_kernels else contextlib.nullcontext()
 
     return step if gradient_accumulation_steps == 1 else accumulating_step
 
@@ -532,7 +572,8 @@ def train_model(model: keras.Model, arrays: Mapping[str, np.ndarray], loss_fn: L
     iterator = iter(dist)
     replica_step = make_train_step(model, optimizer, loss_fn, input_keys, options.clip_norm,
                                    padded_length=padded_length, length_key=length_key,
-                                   gradient_accumulation_steps=options.gradient_accumulation_steps)
+                                   gradient_accumulation_steps=options.gradient_accumulation_steps,
+                                   fused_kernels=options.fused_kernels)
 
     @tf.function
     def train_step(it):
