@@ -19,6 +19,7 @@ plus tensorflow-text's classic `NormalizeUTF8` (NFC). Its steps mirror `TextEnco
    with the prefix/suffix/infix regexes, URL pattern and special-case table read from the
    installed spaCy when the encoder is built. An optional *chunk table* (`build_chunk_table`:
    chunks of a corpus on which the ops and spaCy still disagree) overrides whole chunks.
+   The special-case matcher runs over a whole text's tokens, as spaCy's.
    Newline chunks become the original's newline token.
 4. **Lower-casing** (`StringLower`, UTF-8: Python-like, `İ` -> `i̇`).
 5. **BPE: exact.** The original merge loop, vectorized over all tokens of the batch: each step
@@ -214,9 +215,14 @@ class InGraphBpeEncoder(tf.Module):
         return tf.strings.regex_replace(t, f"^{self._ws}+|{self._ws}+$", "")
 
     # -- 3. spaCy (its algorithm and data) ---------------------------------------------------
-    def split_chunks(self, chunks: tf.Tensor) -> tf.RaggedTensor:
-        """[N] chunks (no spaces) -> [N, (tokens)]: the chunk table, else the spaCy ops."""
-        tokens = self._spacy(chunks)
+    def split_chunks(self, chunks: tf.Tensor, text_ids: tf.Tensor | None = None
+                     ) -> tf.RaggedTensor:
+        """[N] chunks (no spaces) -> [N, (tokens)]: the spaCy ops, then the chunk table.
+
+        `text_ids` (int64 [N], non-decreasing): the text of each chunk; spaCy's special-case
+        matcher runs over a whole text's tokens (a candidate across a space blocks others).
+        None: each chunk is a text of its own."""
+        tokens = self._spacy(chunks, text_ids)
         if self._chunks is not None:
             known = self._chunks.lookup(chunks)
             joined = tf.strings.reduce_join(tokens, axis=-1, separator=" ")
@@ -225,14 +231,19 @@ class InGraphBpeEncoder(tf.Module):
         values = tf.where(tokens.flat_values == "\n", _NEWLINE_TOKEN, tokens.flat_values)
         return tokens.with_flat_values(values)
 
-    def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
-        """[B] strings -> [B, (tokens)] spaCy-like token texts (not lower-cased)."""
+    def tokenize_chunks(self, texts: tf.Tensor) -> tf.RaggedTensor:
+        """[B] strings -> [B, (chunks), (tokens)]: the standardized text's space-separated
+        chunks and their spaCy-like token texts (not lower-cased)."""
         standardized = self.standardize(self.fix_text(texts))
         chunks = tf.strings.split(standardized, " ")
         chunks = tf.ragged.boolean_mask(chunks, tf.strings.length(chunks) > 0)
-        tokens = self.split_chunks(chunks.flat_values)
+        tokens = self.split_chunks(chunks.flat_values, chunks.value_rowids())
         tokens = tf.ragged.boolean_mask(tokens, tf.strings.length(tokens) > 0)
-        return chunks.with_flat_values(tokens).merge_dims(1, 2)
+        return chunks.with_flat_values(tokens)
+
+    def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
+        """[B] strings -> [B, (tokens)] spaCy-like token texts (not lower-cased)."""
+        return self.tokenize_chunks(texts).merge_dims(1, 2)
 
     # -- 5. BPE (exact) ------------------------------------------------------------------------
     def bpe(self, tokens: tf.Tensor) -> tf.RaggedTensor:

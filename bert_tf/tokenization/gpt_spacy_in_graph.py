@@ -2,12 +2,12 @@
 
 GPT-1's pieces are decided by `spacy.blank("en")`'s tokenizer on the standardized text. This
 module re-runs that tokenizer's algorithm (spaCy 3.8 `Tokenizer.__call__`: `_split_affixes`,
-`_attach_tokens`, `_apply_special_cases`) on space-free chunks with TF ops only. Its *data* --
-the prefix, suffix and infix regexes, the URL matcher and the special-case table -- are read
-from the installed spaCy when `SpacyEnglishRules.from_spacy()` runs (at build / export time);
-the graph then needs no spaCy.
+`_attach_tokens` on space-free chunks, `_apply_special_cases` over a text's chunks) with TF ops
+only. Its *data* -- the prefix, suffix and infix regexes, the URL matcher and the special-case
+table -- are read from the installed spaCy when `SpacyEnglishRules.from_spacy()` runs (at build /
+export time); the graph then needs no spaCy.
 
-Per chunk (a piece of the standardized text between spaces):
+Per chunk (a piece of the standardized text between spaces), then per text:
 
 1. **affix loop** (`_split_affixes`), vectorized over all chunks with a `while_loop`: stop at a
    special case; else find the prefix (RE2 leftmost-first alternation = Python's `re.match`
@@ -20,17 +20,16 @@ Per chunk (a piece of the standardized text between spaces):
    infix matches (`finditer` semantics computed per character: every infix alternative of the
    English defaults is one character with one-character look-around, except `\\.\\.+`, a run
    of dots); a match at position 0 is skipped, as spaCy does.
-3. **special-case matcher** (`_apply_special_cases`): token sequences inside one chunk equal
-   to a special case's own affix tokenization (`Mr` `.` from `Mr.President`) are replaced by
-   the special case's tokens (`Mr.`); longest first, then leftmost.
+3. **special-case matcher** (`_apply_special_cases`), over the tokens of a whole text: token
+   runs equal to a special case's own affix tokenization (`Mr` `.` from `Mr.President`) become
+   the special case's tokens (`Mr.`); longest first, then leftmost; a candidate is refused when
+   its first or last token lies in any earlier candidate, applied or refused; a candidate that
+   crosses a space is never applied but blocks like any other (`back'' ''Return`: spaCy keeps
+   `'` `'` `Return`; `worth it:o )`: the emoticon `:o)` across the space blocks `:o`).
 
-Known simplifications (each enumerated in docs/gpt_tokenization.md): multi-character hyphen
-infixes (`--`, `——`; `text_standardize` spaces out every `-`/`~` run and maps `—`/`–` to
-`-` first, so they never reach spaCy inside a chunk); the matcher's candidates that cross a
-space: spaCy never applies them (no English special case contains a space) but lets them, like
-every candidate it rejects, block other candidates sharing their first or last token
-(`back'' ''Return`: spaCy keeps `'` `'` `Return`, here `''` `Return`); overlaps between two
-matcher candidates of the same length (here the leftmost wins).
+Known simplification (enumerated in docs/gpt_tokenization.md): multi-character hyphen infixes
+(`--`, `——`; `text_standardize` spaces out every `-`/`~` run and maps `—`/`–` to `-` first, so
+they never reach spaCy inside a chunk).
 """
 from __future__ import annotations
 
@@ -423,44 +422,67 @@ class SpacyTokenizerOps(tf.Module):
         return tf.where(is_special, special, tf.where(whole, rest, infixed))
 
     # -- 3. the special-case matcher ---------------------------------------------------------
-    def apply_matcher(self, tokens: tf.RaggedTensor) -> tf.RaggedTensor:
-        """[N, (tokens)] -> [N, (tokens)] with `_apply_special_cases` inside each chunk."""
+    def apply_matcher(self, tokens: tf.RaggedTensor,
+                      text_ids: tf.Tensor | None = None) -> tf.RaggedTensor:
+        """`_apply_special_cases` over whole texts: [N, (tokens)] -> [N, (tokens)].
+
+        Args:
+          tokens: [N chunks, (tokens)] the chunks' tokens before the matcher (affixes, specials,
+            URLs, infixes), chunks of one text consecutive, in text order.
+          text_ids: int64 [N], the text of each chunk (non-decreasing); None = every chunk is a
+            text of its own.
+
+        spaCy's matcher finds every token run of a text equal to a special case's affix
+        tokenization (its candidates may cross a space: the tokens `'` `'` of `back''` and
+        `''Return`), then keeps them longest first, then leftmost, refusing a candidate whose
+        first or last token lies in any earlier candidate -- applied or refused. A candidate
+        that crosses a space has no rule (no English special case holds a space), so it never
+        changes tokens, but it still blocks. Because refused candidates block too, the tokens
+        seen before the candidates of length n are exactly those of *all* longer candidates,
+        and a candidate of length n at i is refused by one of its own length only when another
+        starts in (i-n, i): the filter is computed length by length, with no sequential loop.
+        """
         if not self._matcher_max:
             return tokens
-        values, rows = tokens.flat_values, tokens.value_rowids()
+        values = tokens.flat_values
+        chunk_of = tokens.value_rowids()  # int64 [T]
+        text_of = chunk_of if text_ids is None else tf.gather(
+            tf.cast(text_ids, tf.int64), chunk_of)
         total = tf.shape(values, out_type=tf.int64)[0]
-        consumed = tf.zeros([total], tf.bool)
+        idx = tf.range(total)
+
+        def at(x, k, fill):
+            """x[i + k] for every i, `fill` outside [0, total)."""
+            if k == 0:
+                return x
+            j = idx + k
+            inside = (j >= 0) & (j < total)
+            return tf.where(inside, tf.gather(x, tf.minimum(tf.maximum(j, 0), total - 1)), fill)
+
+        seen = tf.zeros([total], tf.bool)
         replacement = tf.fill([total], "")
         drop = tf.zeros([total], tf.bool)
+        minus_one = tf.constant(-1, tf.int64)
         for n in range(self._matcher_max, 0, -1):
-            idx = tf.range(total)
-            ends = idx + (n - 1)
-            fits = ends < total
-            safe_end = tf.minimum(ends, total - 1)
-            same_row = fits & tf.equal(tf.gather(rows, safe_end), rows)
             gram = values
             for k in range(1, n):
-                gram = gram + " " + tf.gather(values, tf.minimum(idx + k, total - 1))
+                gram = gram + " " + at(values, k, "")
             value = self._matcher.lookup(gram)
-            cand = same_row & (tf.strings.length(value) > 0)
-            # no consumed token inside the span
-            blocked = tf.zeros([total], tf.bool)
-            for k in range(n):
-                blocked = blocked | tf.gather(consumed, tf.minimum(idx + k, total - 1))
-            cand = cand & ~blocked
-            # of overlapping candidates of this length, the leftmost
-            earlier = tf.zeros([total], tf.bool)
+            cand = tf.equal(at(text_of, n - 1, minus_one), text_of) & (
+                tf.strings.length(value) > 0)
+            earlier = tf.zeros([total], tf.bool)  # a candidate of this length starts in (i-n, i)
             for k in range(1, n):
-                earlier = earlier | tf.where(idx >= k, tf.gather(cand, tf.maximum(idx - k, 0)),
-                                             False)
-            cand = cand & ~earlier
-            replacement = tf.where(cand, value, replacement)
+                earlier = earlier | at(cand, -k, False)
+            accept = cand & ~earlier & ~seen & ~at(seen, n - 1, False)
+            apply = accept & tf.equal(at(chunk_of, n - 1, minus_one), chunk_of)
+            replacement = tf.where(apply, value, replacement)
             covered = tf.zeros([total], tf.bool)
+            applied = tf.zeros([total], tf.bool)
             for k in range(n):
-                covered = covered | tf.where(idx >= k, tf.gather(cand, tf.maximum(idx - k, 0)),
-                                             False)
-            drop = drop | (covered & ~cand)
-            consumed = consumed | covered
+                covered = covered | at(cand, -k, False)
+                applied = applied | at(apply, -k, False)
+            drop = drop | (applied & ~apply)
+            seen = seen | covered
         new_values = tf.where(tf.strings.length(replacement) > 0, replacement, values)
         new_values = tf.where(drop, "", new_values)
         joined = tf.strings.reduce_join(tokens.with_flat_values(new_values), axis=-1,
@@ -468,10 +490,16 @@ class SpacyTokenizerOps(tf.Module):
         out = tf.strings.split(joined, " ")
         return tf.ragged.boolean_mask(out, tf.strings.length(out) > 0)
 
-    def __call__(self, chunks: tf.Tensor) -> tf.RaggedTensor:
-        """[N] space-free chunks -> [N, (tokens)] spaCy tokens."""
+    def tokenize_chunks(self, chunks: tf.Tensor) -> tf.RaggedTensor:
+        """[N] space-free chunks -> [N, (tokens)]: affixes, specials, URLs, infixes (no matcher)."""
         pre_acc, rest, suf_acc = self.split_affixes(chunks)
         joined = pre_acc + " " + self.attach(rest) + " " + suf_acc
         tokens = tf.strings.split(joined, " ")
-        tokens = tf.ragged.boolean_mask(tokens, tf.strings.length(tokens) > 0)
-        return self.apply_matcher(tokens)
+        return tf.ragged.boolean_mask(tokens, tf.strings.length(tokens) > 0)
+
+    def __call__(self, chunks: tf.Tensor, text_ids: tf.Tensor | None = None) -> tf.RaggedTensor:
+        """[N] space-free chunks -> [N, (tokens)] spaCy tokens.
+
+        `text_ids` (int64 [N], non-decreasing): the text of each chunk, for the special-case
+        matcher, which runs over a whole text (`apply_matcher`); None: each chunk alone."""
+        return self.apply_matcher(self.tokenize_chunks(chunks), text_ids)
