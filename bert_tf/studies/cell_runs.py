@@ -33,11 +33,16 @@ def gpt_config(scale: Scale, vocab_size: int):
                      n_embd=scale.hidden_size, n_head=scale.num_heads, n_layer=scale.num_layers)
 
 
-def _curve(logdir: str, tag: str) -> list:
+def _curve(logdir: str, tag: str, significant: int = 0) -> list:
+    """[[step, value], ...] of a TensorBoard scalar: values rounded to 4 decimals, or to
+    `significant` significant digits (learning rates)."""
     from bert_tf.plotting import read_scalars
 
+    def fmt(v: float) -> float:
+        return float(f"{v:.{significant}g}") if significant else round(v, 4)
+
     try:
-        return [[int(s), round(float(v), 4)] for s, v in read_scalars(logdir, [tag]).get(tag, [])]
+        return [[int(s), fmt(float(v))] for s, v in read_scalars(logdir, [tag]).get(tag, [])]
     except (FileNotFoundError, ValueError):
         return []
 
@@ -45,38 +50,110 @@ def _curve(logdir: str, tag: str) -> list:
 # ---------------------------------------------------------------------------------------------
 # Pretraining
 # ---------------------------------------------------------------------------------------------
-def pretrain_bert(cell_dir: str, variant: Variant, scale: Scale, data: dict, seed: int) -> dict:
+def _phase_data_options(scale: Scale, variant: Variant, seq: int, seed: int,
+                        dupe_factor: int):
+    """The original's data options of a pretraining (phase) at length `seq`: masked-LM
+    predictions scaled with the length (15%), the variant's objective and masking mixture."""
+    from bert_tf.pretraining_data import PretrainingDataOptions
+
+    mask, keep, rnd = variant.masking
+    return PretrainingDataOptions(
+        max_seq_length=seq, max_predictions_per_seq=max(1, round(0.15 * seq)),
+        dupe_factor=dupe_factor, random_seed=seed,
+        next_sentence_prediction=variant.objective == "mlm+nsp",
+        mask_token_prob=mask, keep_token_prob=keep, random_token_prob=rnd)
+
+
+def phase_bounds(scale: Scale) -> list[tuple[int, int, int]]:
+    """[(first step, last step, sequence length), ...] of the pretraining's phases
+    (`Scale.pretraining_phases`), in global steps: phase k runs steps first+1 .. last."""
+    bounds, end = [], 0
+    for steps, seq in scale.pretraining_phases():
+        bounds.append((end, end + steps, seq))
+        end += steps
+    return bounds
+
+
+def _phase_summary(scale: Scale, targets_per_sequence) -> list[dict]:
+    """The cell result's "phases": steps, length, tokens and prediction targets of each."""
+    batch = scale.pretraining_batch
+    return [{"first_step": first + 1, "last_step": last, "steps": last - first,
+             "max_seq_length": seq, "tokens": (last - first) * batch * seq,
+             "targets_per_step": batch * targets_per_sequence(seq)}
+            for first, last, seq in phase_bounds(scale)]
+
+
+def _phase_fields(scale: Scale, phases: list[dict], curve: list) -> dict:
+    """tokens_seen, targets_per_step (step-weighted mean over the phases) and each phase's own
+    part of the loss curve ("phase_curves"), for a pretraining cell's result."""
+    steps = sum(p["steps"] for p in phases)
+    out = {"tokens_seen": sum(p["tokens"] for p in phases),
+           "targets_per_step": round(sum(p["targets_per_step"] * p["steps"] for p in phases)
+                                     / max(1, steps)),
+           "phases": phases}
+    if len(phases) > 1:
+        out["phase_curves"] = [[c for c in curve if p["first_step"] <= c[0] <= p["last_step"]]
+                               for p in phases]
+    return out
+
+
+def _checkpoint_step(prefix: str | None) -> int:
+    """The step of a `.../<name>-<step>` checkpoint prefix (0: none)."""
+    if not prefix:
+        return 0
+    match = re.search(r"-(\d+)$", prefix)
+    return int(match.group(1)) if match else 0
+
+
+def pretrain_bert(cell_dir: str, variant: Variant, scale: Scale, data: dict, seed: int,
+                  stop_after_step: int | None = None) -> dict | None:
     """MLM+NSP or MLM-only BERT with the variant's masking mixture; writes bert_model.ckpt.
 
-    Returns the cell result: steps, tokens seen, held-out masked-LM accuracy (tiny scale), loss
-    curve."""
+    With a two-phase scale (`Scale.short_seq_length`, BERT's section A.2) the steps of
+    `scale.pretraining_phases()` run in order, each on its own data at its length
+    (train_s<length>.tfrecord for the short phase, train.tfrecord at `max_seq_length`;
+    masked-LM predictions 15% of each length). The phases are ONE training run: one
+    `BertStudyTrainer` over the total steps, so the learning-rate schedule (warm-up over the
+    first 10% of the total, linear decay to 0 at the total) is not restarted; the second phase
+    starts from the first one's training checkpoint (weights, as the original's
+    --init_checkpoint, and also the optimizer's moments and step) and reads its own data from
+    its start (`BertStudyTrainer.input_offset`). A killed cell resumes in either phase from the
+    newest training checkpoint, bit-identically to an unkilled run.
+
+    Args:
+      stop_after_step: stop at this global step (after its checkpoint) and return None: a kill
+        at that step, for tests.
+
+    Returns the cell result: steps (the total), tokens seen, phases, held-out masked-LM
+    accuracy / perplexity (at `max_seq_length`), the loss curve (global steps) and each
+    phase's part of it."""
     import keras
 
     from bert_tf.checkpoints import save_original_checkpoint
-    from bert_tf.pretraining_data import PretrainingDataOptions, create_pretraining_data
+    from bert_tf.pretraining_data import create_pretraining_data
     from bert_tf.pretraining_data.tfrecord_reader import pretraining_dataset
     from bert_tf.tokenization import FullTokenizer
     from bert_tf.training.pretraining_loop import TrainerOptions
 
     seq = scale.max_seq_length
-    mask, keep, rnd = variant.masking
-    options = PretrainingDataOptions(
-        max_seq_length=seq, max_predictions_per_seq=max(1, round(0.15 * seq)),
-        dupe_factor=scale.dupe_factor, random_seed=seed,
-        next_sentence_prediction=variant.objective == "mlm+nsp",
-        mask_token_prob=mask, keep_token_prob=keep, random_token_prob=rnd)
     tokenizer = FullTokenizer(data["vocab_file"], do_lower_case=scale.do_lower_case)
-    train_file = os.path.join(cell_dir, "train.tfrecord")
-    if not os.path.exists(train_file):  # written atomically: present = complete
-        create_pretraining_data(data["corpus"], train_file, tokenizer, options, log_examples=0,
-                                vocab_file=data["vocab_file"])
+    phases = []  # (first step, last step, length, file, max predictions)
+    for first, last, length in phase_bounds(scale):
+        name = "train.tfrecord" if length == seq else f"train_s{length}.tfrecord"
+        train_file = os.path.join(cell_dir, name)
+        options = _phase_data_options(scale, variant, length, seed, scale.dupe_factor)
+        if not os.path.exists(train_file):  # written atomically: present = complete
+            create_pretraining_data(data["corpus"], train_file, tokenizer, options,
+                                    log_examples=0, vocab_file=data["vocab_file"])
+        phases.append((first, last, length, train_file, options.max_predictions_per_seq))
+    full_options = _phase_data_options(scale, variant, seq, seed, 1)
     held_file = None
     if data.get("held_out_corpus"):
         held_file = os.path.join(cell_dir, "held_out.tfrecord")
         if not os.path.exists(held_file):
             create_pretraining_data(data["held_out_corpus"], held_file, tokenizer,
-                                    dataclasses.replace(options, dupe_factor=1),
-                                    log_examples=0, vocab_file=data["vocab_file"])
+                                    full_options, log_examples=0,
+                                    vocab_file=data["vocab_file"])
     keras.utils.set_random_seed(seed)
     config = bert_config(scale, data["vocab_size"])
     config.to_json_file(os.path.join(cell_dir, "bert_config.json"))
@@ -87,18 +164,25 @@ def pretrain_bert(cell_dir: str, variant: Variant, scale: Scale, data: dict, see
         num_warmup_steps=max(1, steps // 10), save_checkpoints_steps=max(50, steps // 4),
         iterations_per_loop=max(1, min(100, steps // 20)), max_eval_steps=1000),
         mlm_only=variant.objective == "mlm")
-    preds = options.max_predictions_per_seq
-    trainer.train(lambda ctx: pretraining_dataset(train_file, seq, preds, batch, True,
-                                                  input_context=ctx, seed=seed))
+    for first, last, length, train_file, preds in phases:
+        if _checkpoint_step(trainer.latest_training_checkpoint) >= last:
+            continue  # a resumed cell: this phase is done
+        trainer.input_offset = first  # this phase's data is read from its own start
+        stop = last if stop_after_step is None else min(last, stop_after_step)
+        trainer.train(lambda ctx, f=train_file, n=length, p=preds: pretraining_dataset(
+            f, n, p, batch, True, input_context=ctx, seed=seed), stop_after_step=stop)
+        if stop < last:
+            return None
+    trainer.input_offset = 0
+    trainer.restore_or_initialize()  # the trained weights, also when no phase was left to run
     # Prediction targets per step: at most max_predictions_per_seq masked positions a
     # sequence (15%), where the left-to-right model predicts every next token (`pretrain_gpt`).
     result = {"model": "bert", "objective": variant.objective, "masking": list(variant.masking),
-              "steps": steps, "tokens_seen": steps * batch * seq,
-              "targets_per_step": batch * options.max_predictions_per_seq,
-              "pretraining_lr": scale.pretraining_lr, "seed": seed}
+              "steps": steps, "pretraining_lr": scale.pretraining_lr, "seed": seed}
     if held_file:
         after = trainer.evaluate(lambda ctx: pretraining_dataset(
-            held_file, seq, preds, batch, False, input_context=ctx))
+            held_file, seq, full_options.max_predictions_per_seq, batch, False,
+            input_context=ctx))
         result["held_out_masked_lm_accuracy"] = round(float(after["masked_lm_accuracy"]), 4)
         result["held_out_masked_lm_loss"] = round(float(after["masked_lm_loss"]), 4)
         # BERT Table 6's "LM (ppl)": exp of the mean masked-LM cross-entropy on held-out data.
@@ -106,7 +190,11 @@ def pretrain_bert(cell_dir: str, variant: Variant, scale: Scale, data: dict, see
             math.exp(min(float(after["masked_lm_loss"]), 50.0)), 3)
     save_original_checkpoint(trainer.model, os.path.join(cell_dir, "bert_model.ckpt"),
                              overwrite=True)
-    result["curve"] = _curve(os.path.join(cell_dir, "pretraining", "train"), "masked_lm_loss")
+    logdir = os.path.join(cell_dir, "pretraining", "train")
+    result["curve"] = _curve(logdir, "masked_lm_loss")
+    result["learning_rate_curve"] = _curve(logdir, "learning_rate", significant=6)
+    result.update(_phase_fields(scale, _phase_summary(
+        scale, lambda n: max(1, round(0.15 * n))), result["curve"]))
     result["checkpoint"] = os.path.join(cell_dir, "bert_model.ckpt")
     return result
 
@@ -176,7 +264,16 @@ class BertStudyTrainer(PretrainingTrainer):
 
     def __init__(self, config, options, mlm_only: bool = False, strategy=None):
         self.mlm_only = mlm_only
+        # The global step at which the current input starts (a two-phase pretraining's second
+        # phase reads its own data from its first batch): `train` skips step - input_offset
+        # batches of it when it resumes.
+        self.input_offset = 0
         super().__init__(config, options, strategy)
+
+    def restore_or_initialize(self) -> int:
+        """The loop's restore; returns the batches of the CURRENT input already consumed (the
+        global step minus `input_offset`), which is what `train` skips on resuming."""
+        return super().restore_or_initialize() - self.input_offset
 
     def replica_losses(self, outputs, batch, ctx):
         losses = super().replica_losses(outputs, batch, ctx)
@@ -191,10 +288,19 @@ GPT_PRETRAINING_CHECKPOINTS = 1000
 scores the zero-shot heuristics of each (`zero_shot`)."""
 
 
-def pretrain_gpt(cell_dir: str, scale: Scale, data: dict, seed: int) -> dict:
+def pretrain_gpt(cell_dir: str, scale: Scale, data: dict, seed: int,
+                 stop_after_step: int | None = None) -> dict | None:
     """The left-to-right model (GPT-1's `GptModel`, LM loss, `OpenAIAdam`) on the same corpus,
     vocab, steps, batch and length as BERT; writes gpt_params/ (original params format) and
-    keeps the checkpoints `pretraining/model.ckpt-<step>` (every steps/8)."""
+    keeps the checkpoints `pretraining/model.ckpt-<step>` (every steps/8).
+
+    A two-phase scale (`Scale.short_seq_length`) runs BERT's phases here too (BERT Table 5
+    compares the LTR model with BERT at equal tokens, lengths and updates): the first phase
+    reads the data cell's contiguous `n_ctx` windows cut into windows of the short length (the
+    same text), the second the full windows; one `train_model` run over both (the second call
+    resumes the first's checkpoint: weights, OpenAIAdam's moments and step, so its
+    `t_total` schedule over the total steps is not restarted). `stop_after_step`: stop there
+    (after its checkpoint) and return None, a kill for tests."""
     import keras
     import tensorflow as tf
 
@@ -202,7 +308,7 @@ def pretrain_gpt(cell_dir: str, scale: Scale, data: dict, seed: int) -> dict:
     from bert_tf.gpt.model import GptModel
     from bert_tf.training.openai_adam import OpenAIAdam
     from bert_tf.checkpoints.openai import save_original_params
-    from bert_tf.training.finetuning import FinetuneOptions, train_model
+    from bert_tf.training.finetuning import FinetuneOptions, latest_checkpoint, train_model
 
     keras.utils.set_random_seed(seed)
     config = gpt_config(scale, data["vocab_size"])
@@ -211,22 +317,37 @@ def pretrain_gpt(cell_dir: str, scale: Scale, data: dict, seed: int) -> dict:
     windows = np.stack([r["input_ids"].numpy() for r in
                         lm_dataset(pattern, config.n_ctx, is_training=False)]).astype(np.int32)
     steps, lr = scale.pretraining_steps, scale.pretraining_lr
+    out_dir = os.path.join(cell_dir, "pretraining")
 
     def loss_fn(outputs, batch):
         mask = tf.ones_like(batch["token_ids"], dtype=tf.float32)  # windows hold no padding
         return model.compute_losses(outputs, batch["token_ids"], mask)["train_loss"]
 
-    result = train_model(
-        model, {"token_ids": windows}, loss_fn,
-        FinetuneOptions(output_dir=os.path.join(cell_dir, "pretraining"), learning_rate=lr,
-                        num_train_steps=steps, num_warmup_steps=max(1, steps // 10),
-                        train_batch_size=scale.pretraining_batch,
-                        save_checkpoints_steps=max(25, steps // 8),
-                        keep_checkpoint_max=GPT_PRETRAINING_CHECKPOINTS,
-                        seed=seed, shuffle_buffer=1000, progress=False, plot_curves=False),
-        input_keys=("token_ids",),
-        optimizer_fn=lambda: OpenAIAdam(lr, t_total=steps, schedule="warmup_linear", warmup=0.1,
-                                        l2=0.01, max_grad_norm=0.0))
+    result = None
+    for first, last, length in phase_bounds(scale):
+        if _checkpoint_step(latest_checkpoint(out_dir)) >= last:
+            continue  # a resumed cell: this phase is done
+        pieces = windows.shape[1] // length
+        phase_windows = windows[:, :pieces * length].reshape(-1, length)
+        stop = last if stop_after_step is None else min(last, stop_after_step)
+        result = train_model(
+            model, {"token_ids": phase_windows}, loss_fn,
+            FinetuneOptions(output_dir=out_dir, learning_rate=lr, num_train_steps=stop,
+                            num_warmup_steps=max(1, steps // 10),
+                            train_batch_size=scale.pretraining_batch,
+                            save_checkpoints_steps=max(25, steps // 8),
+                            keep_checkpoint_max=GPT_PRETRAINING_CHECKPOINTS,
+                            seed=seed, shuffle_buffer=1000, progress=False, plot_curves=False),
+            input_keys=("token_ids",),
+            optimizer_fn=lambda: OpenAIAdam(lr, t_total=steps, schedule="warmup_linear",
+                                            warmup=0.1, l2=0.01, max_grad_norm=0.0))
+        if stop < last:
+            return None
+    if result is None:  # every phase done (a cell killed after training): its weights
+        from bert_tf.training.finetuning import load_checkpoint
+
+        model({"token_ids": windows[:1]})
+        load_checkpoint(model, latest_checkpoint(out_dir), heads="if_present")
     held_out = gpt_held_out_metrics(model, cell_dir, scale, data, seed)
     params = os.path.join(cell_dir, "gpt_params")
     if os.path.isdir(params):  # an earlier run killed while writing them
@@ -234,12 +355,14 @@ def pretrain_gpt(cell_dir: str, scale: Scale, data: dict, seed: int) -> dict:
 
         shutil.rmtree(params)
     save_original_params(model, params)
-    return {"model": "gpt", "steps": steps,
-            "tokens_seen": steps * scale.pretraining_batch * scale.max_seq_length,
-            "targets_per_step": scale.pretraining_batch * (scale.max_seq_length - 1),
-            "pretraining_lr": lr, "seed": seed,
-            "windows": int(len(windows)), "final_lm_loss": round(float(result["loss"]), 4),
-            "curve": _curve(os.path.join(cell_dir, "pretraining", "train"), "loss"),
+    logdir = os.path.join(out_dir, "train")
+    curve = _curve(logdir, "loss")
+    final = result["loss"] if result is not None and math.isfinite(result["loss"]) else \
+        (curve[-1][1] if curve else float("nan"))
+    return {"model": "gpt", "steps": steps, "pretraining_lr": lr, "seed": seed,
+            "windows": int(len(windows)), "final_lm_loss": round(float(final), 4),
+            "curve": curve, "learning_rate_curve": _curve(logdir, "learning_rate", significant=6),
+            **_phase_fields(scale, _phase_summary(scale, lambda n: n - 1), curve),
             "params": params, **held_out}
 
 

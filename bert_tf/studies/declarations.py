@@ -502,6 +502,12 @@ class Scale:
         not listed: all of them; NER columns and the comparison task are not affected).
       cloze_items: items of the cloze probe (`bert_tf.studies.cloze`) scored on every
         pretraining of a study with `Study.cloze` (0: no probe at this scale).
+      short_seq_length: BERT's two-phase pretraining (the paper's section A.2: 90% of the
+        steps at a short length, the last 10% at the full length): the first phase's length
+        (0: one phase, every step at `max_seq_length`). `pretraining_steps` is then the TOTAL
+        of both phases (`pretraining_phases`), and one learning-rate schedule (warm-up over
+        the first 10% of the total, linear decay to 0 at the total) spans both.
+      short_fraction: the share of the steps run at `short_seq_length`.
     """
 
     name: str
@@ -535,6 +541,27 @@ class Scale:
     study_variants: dict = dataclasses.field(default_factory=dict)
     study_tasks: dict = dataclasses.field(default_factory=dict)
     cloze_items: int = 0
+    short_seq_length: int = 0
+    short_fraction: float = 0.9
+
+    def pretraining_phases(self) -> tuple[tuple[int, int], ...]:
+        """The pretraining's phases, ((steps, sequence length), ...): one phase of
+        `pretraining_steps` at `max_seq_length`, or (with `short_seq_length`) the first
+        round(short_fraction x steps) at the short length and the rest at the full length."""
+        if not self.short_seq_length or self.short_seq_length >= self.max_seq_length:
+            return ((self.pretraining_steps, self.max_seq_length),)
+        short = int(round(self.short_fraction * self.pretraining_steps))
+        short = min(max(short, 1), self.pretraining_steps - 1) if self.pretraining_steps > 1 \
+            else self.pretraining_steps
+        phases = ((short, self.short_seq_length),
+                  (self.pretraining_steps - short, self.max_seq_length))
+        return tuple(p for p in phases if p[0] > 0)
+
+    @property
+    def pretraining_tokens(self) -> int:
+        """Token positions seen by one pretraining: sum of steps x batch x length per phase."""
+        return sum(steps * self.pretraining_batch * seq
+                   for steps, seq in self.pretraining_phases())
 
     def seq_for(self, task: str) -> int:
         """The fine-tuning length of `task` (at most the pretraining length)."""
@@ -580,10 +607,15 @@ SCALES: dict[str, Scale] = {
     # small_v1's size they scored at the majority class / CoLA 0 / STS-B far under word
     # overlap (docs/studies.md). Trimmed to ~10 CPU-hours (`--estimate`): Table 8's masking
     # mixtures 80/10/10, 100/0/0 and 0/0/100; Table 6's three smallest sizes.
+    # Two-phase pretraining (2026-11-28, after the one-phase 6,000 x 192 cell stayed on the
+    # unigram plateau): BERT's 90% of the steps at length 64, the last 10% at 192, with the
+    # one-phase budget's tokens (6,000 x 32 x 192 = 36.9M = 13,500 x 32 x 64 + 1,500 x 32 x
+    # 192): 15,000 steps, one schedule over both (docs/studies.md).
     "small": Scale("small", corpus="pretrain/imdb_unsup_corpus.txt.gz",
                    tasks=("SST-2", "SQuAD"), vocab_size=8000,
                    num_layers=2, hidden_size=128, num_heads=2, max_seq_length=192,
-                   pretraining_steps=6000, pretraining_batch=32, pretraining_lr=1e-3,
+                   short_seq_length=64, short_fraction=0.9,
+                   pretraining_steps=15000, pretraining_batch=32, pretraining_lr=1e-3,
                    finetuning_epochs=3, finetuning_batch=32, finetuning_lr=3e-4,
                    dupe_factor=2, max_train_examples=0,
                    model_sizes={(3, 768, 12): (1, 128, 2), (6, 768, 3): (2, 128, 1),

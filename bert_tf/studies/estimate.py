@@ -55,6 +55,15 @@ def _size(layers: int, hidden: int, seq: int) -> float:
     return per_token * (1 + seq / (8.0 * hidden)) / (1 + 64 / (8.0 * hidden))
 
 
+def pretraining_seconds(scale, layers: int, hidden: int, model: str) -> float:
+    """One pretraining cell: each phase's tokens (`Scale.pretraining_phases`: a two-phase
+    scale's short phase costs less per token) at the model's rate, plus the fixed cost."""
+    rate = RATE["gpt_pretraining" if model == "gpt" else "bert_pretraining"]
+    return OVERHEAD_S["pretraining"] + sum(
+        rate * steps * scale.pretraining_batch * seq * _size(layers, hidden, seq)
+        for steps, seq in scale.pretraining_phases())
+
+
 @dataclasses.dataclass
 class CellEstimate:
     kind: str
@@ -79,13 +88,10 @@ def estimate_grid(studies, scale, seeds: list[int], pretraining_seeds: list[int]
     for study in studies:
         for v in study.variants:
             layers, hidden, _ = v.model_size(scale)
-            seq = scale.max_seq_length
-            tokens = scale.pretraining_steps * scale.pretraining_batch * seq
             if v.pretraining_key:
-                rate = RATE["gpt_pretraining" if v.model == "gpt" else "bert_pretraining"]
+                seconds = pretraining_seconds(scale, layers, hidden, v.model)
                 for p in pretraining_seeds:
-                    add("pretraining", f"{v.pretraining_cell(scale)}/p{p}",
-                        OVERHEAD_S["pretraining"] + rate * tokens * _size(layers, hidden, seq))
+                    add("pretraining", f"{v.pretraining_cell(scale)}/p{p}", seconds)
         for e in study.evaluations(scale):
             run = e.run
             layers, hidden, _ = run.model_size(scale)

@@ -134,7 +134,12 @@ def run_study(options: StudyRunOptions, say: Callable[[str], None] = print) -> d
 
         found = estimate_grid(studies, scale, seeds, pretraining_seeds(scale, options))
         say(format_estimate(found, scale))
-        return {"rows": [], "ran": [], "skipped": [], "estimate": found}
+        order = grid_run_order(studies, scale, seeds, options)
+        first = [o for o in order if o[2]]
+        say(f"  run order: the {len(first)} pretraining / held-out / fine-tuning cells of the "
+            f"primary claims first (of {len(order)} after the data and baselines), the first "
+            f"pretraining seed's before the next's")
+        return {"rows": [], "ran": [], "skipped": [], "estimate": found, "order": order}
     from bert_tf.studies import data as study_data
 
     study_data.check_data(scale, options.data_dir,
@@ -161,9 +166,12 @@ def _budget_key(scale, seed: int) -> str:
     """Cells of different budgets never share a folder: the key holds the scale's name and the
     settings the command line can change (pretraining steps, seed), and a cased vocabulary. A
     scale's other settings are fixed by its declaration; after editing one, use a new
-    --output_dir."""
-    return (f"{scale.name}-L{scale.num_layers}H{scale.hidden_size}-s{scale.max_seq_length}-"
-            f"p{scale.pretraining_steps}x{scale.pretraining_batch}-seed{seed}"
+    --output_dir. A two-phase pretraining (`Scale.short_seq_length`) adds its first phase,
+    "-short<length>x<steps>", so one-phase cells are never reused for it."""
+    phases = scale.pretraining_phases()
+    short = f"-short{phases[0][1]}x{phases[0][0]}" if len(phases) > 1 else ""
+    return (f"{scale.name}-L{scale.num_layers}H{scale.hidden_size}-s{scale.max_seq_length}"
+            f"{short}-p{scale.pretraining_steps}x{scale.pretraining_batch}-seed{seed}"
             + ("" if scale.do_lower_case else "-cased"))
 
 
@@ -190,16 +198,13 @@ def _pseed_suffix(pseed: int, options: StudyRunOptions) -> str:
     return "" if pseed == options.seed else f"-pseed{pseed}"
 
 
-def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions,
-         say: Callable[[str], None]) -> dict:
-    from tqdm.auto import tqdm
-
+def build_grid(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
+               ) -> dict:
+    """The cells of a run, by kind ({"pre_cells", "ft_cells", "zs_cells", "base_cells",
+    "cloze_cells", "held_cells": cell key -> what it runs}), with "pre_key" and "ft_key" (the
+    key functions) and "pseeds" (the pretraining seeds)."""
     from bert_tf.studies import data as study_data
-    from bert_tf.studies import baselines, cell_runs, gates, report, statistics
 
-    store = CellStore(options.output_dir)
-    budget = _budget_key(scale, options.seed)
-    command = options.command_line()
     pseeds = pretraining_seeds(scale, options)
     # The grid: one data cell, the distinct pretraining cells (per pretraining seed), the
     # baseline cells (per task), the distinct fine-tuning cells (each study's evaluations: its
@@ -255,6 +260,37 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
                 for task in study.tasks(scale):
                     if task in study_data.ZERO_SHOT:
                         zs_cells.setdefault(f"{v.pretraining_cell(scale)}/{task}", (v, task))
+    return {"pre_cells": pre_cells, "ft_cells": ft_cells, "zs_cells": zs_cells,
+            "base_cells": base_cells, "cloze_cells": cloze_cells, "held_cells": held_cells,
+            "pre_key": pre_key, "ft_key": ft_key, "pseeds": pseeds,
+            "variant_pseeds": variant_pseeds}
+
+
+def grid_run_order(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
+                   ) -> list[tuple[str, str, bool]]:
+    """[(kind, cell key, primary), ...] in the order `run_study` runs them after the data and
+    baseline cells (`grid_order`); primary: the cell is read by a primary claim."""
+    g = build_grid(studies, scale, seeds, options)
+    return [(kind, key, order[0] == 0) for order, kind, key in grid_order(
+        studies, scale, g["pseeds"], seeds, g["pre_cells"], g["ft_cells"], g["cloze_cells"],
+        g["held_cells"], g["zs_cells"], g["pre_key"], g["ft_key"])]
+
+
+def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions,
+         say: Callable[[str], None]) -> dict:
+    from tqdm.auto import tqdm
+
+    from bert_tf.studies import data as study_data
+    from bert_tf.studies import baselines, cell_runs, gates, report, statistics
+
+    store = CellStore(options.output_dir)
+    budget = _budget_key(scale, options.seed)
+    command = options.command_line()
+    g = build_grid(studies, scale, seeds, options)
+    pseeds, pre_key, ft_key = g["pseeds"], g["pre_key"], g["ft_key"]
+    variant_pseeds = g["variant_pseeds"]
+    pre_cells, ft_cells, zs_cells = g["pre_cells"], g["ft_cells"], g["zs_cells"]
+    base_cells, cloze_cells, held_cells = g["base_cells"], g["cloze_cells"], g["held_cells"]
     total = 1 + len(pre_cells) + len(base_cells) + len(ft_cells) + len(zs_cells) + \
         len(cloze_cells) + len(held_cells)
     ran, skipped = [], []
@@ -304,9 +340,15 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
         data, _ = cell("data", "corpus", lambda d: {
             **study_data.prepare_corpus(d, scale, options.data_dir, options.seed), "data_dir": d})
         pre_results, pre_gates, pre_used = {}, {}, {}
-        for key, (v, pseed) in pre_cells.items():
-            pre_results[key], pre_gates[key], pre_used[key] = pretrain(
-                key, v, v.sized_scale(scale), pseed)
+
+        def pretrained(key: str) -> dict:
+            """The pretraining cell `key` (run on first need: the grid's order below)."""
+            if key not in pre_results:
+                v, pseed = pre_cells[key]
+                pre_results[key], pre_gates[key], pre_used[key] = pretrain(
+                    key, v, v.sized_scale(scale), pseed)
+            return pre_results[key]
+
         tasks: dict[str, object] = {}
 
         def task_data(name: str):
@@ -326,34 +368,43 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
             base_results[task_name], _ = cell("baseline", key, lambda d, t=task_name: (
                 _baselines(t, None if t == "cloze" else task_data(t), scale, data,
                            options.seed)))
-        ft_results = {}
-        for key, (v, task_name, pseed, seed) in ft_cells.items():
-            pre = pre_results.get(pre_key(v, pseed)) if v.pretraining_key else None
+        ft_results, cloze_results, held_results, zs_results = {}, {}, {}, {}
+
+        def finetune_job(key: str) -> None:
+            v, task_name, pseed, seed = ft_cells[key]
+            pre = pretrained(pre_key(v, pseed)) if v.pretraining_key else None
             run_fn = cell_runs.finetune_ner if task_name == scale.ner_task else \
                 cell_runs.finetune_squad if task_name == "SQuAD" else cell_runs.finetune
-            ft_results[key], _ = cell("finetuning", key, lambda d, v=v, t=task_data(task_name),
-                                      s=seed, p=pre, f=run_fn: f(d, v, v.sized_scale(scale),
-                                                                 data, t, s, p))
+            ft_results[key], _ = cell("finetuning", key, lambda d, t=task_data(task_name): (
+                run_fn(d, v, v.sized_scale(scale), data, t, seed, pre)))
             _check_gpt_transformation(ft_results[key], v, task_data(task_name),
                                       store.path("finetuning", f"{budget}/{key}"))
-        cloze_results = {}
-        for key, (v, pseed) in cloze_cells.items():
-            cloze_results[key], _ = cell("cloze", key, lambda d, v=v, p=pseed: (
-                cell_runs.cloze_probe(d, v, v.sized_scale(scale), data,
-                                      pre_results[pre_key(v, p)], options.seed)))
-        held_results = {}
-        for key, (v, pseed) in held_cells.items():
-            held_results[key], _ = cell("held_out", key, lambda d, v=v, p=pseed: (
-                cell_runs.held_out_masked_lm(d, v, v.sized_scale(scale), data,
-                                             pre_results[pre_key(v, p)], options.seed)))
-        zs_results = {}
-        for key, (v, task_name) in zs_cells.items():
+
+        def cloze_job(key: str) -> None:
+            v, pseed = cloze_cells[key]
+            pre = pretrained(pre_key(v, pseed))
+            cloze_results[key], _ = cell("cloze", key, lambda d: cell_runs.cloze_probe(
+                d, v, v.sized_scale(scale), data, pre, options.seed))
+
+        def held_job(key: str) -> None:
+            v, pseed = held_cells[key]
+            pre = pretrained(pre_key(v, pseed))
+            held_results[key], _ = cell("held_out", key, lambda d: (
+                cell_runs.held_out_masked_lm(d, v, v.sized_scale(scale), data, pre,
+                                             options.seed)))
+
+        def zero_shot_job(key: str) -> None:
+            v, task_name = zs_cells[key]
             prompt, words = study_data.ZERO_SHOT[task_name]
-            zs_results[key], _ = cell("zero_shot", key, lambda d, v=v, t=task_data(task_name),
-                                      p=prompt, w=words: cell_runs.zero_shot(
-                                          d, v.sized_scale(scale), data, t,
-                                          pre_results[pre_key(v, options.seed)], p, w,
-                                          options.seed))
+            pre = pretrained(pre_key(v, options.seed))
+            zs_results[key], _ = cell("zero_shot", key, lambda d, t=task_data(task_name): (
+                cell_runs.zero_shot(d, v.sized_scale(scale), data, t, pre, prompt, words,
+                                    options.seed)))
+
+        for _, kind, key in grid_order(studies, scale, pseeds, seeds, pre_cells, ft_cells,
+                                       cloze_cells, held_cells, zs_cells, pre_key, ft_key):
+            {"pretraining": pretrained, "finetuning": finetune_job, "cloze": cloze_job,
+             "held_out": held_job, "zero_shot": zero_shot_job}[kind](key)
     finally:
         bar.close()
         absl_logging.set_verbosity(verbosity)
@@ -468,6 +519,67 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
     say(f"{len(ran)} cells run, {len(skipped)} reused; {paths['md']}")
     return {"rows": rows, "ran": ran, "skipped": skipped, "results_json": paths["json"],
             "results_md": paths["md"], "plots": plots}
+
+
+KIND_ORDER = {"pretraining": 0, "held_out": 1, "cloze": 1, "finetuning": 2, "zero_shot": 3}
+
+
+def grid_order(studies, scale, pseeds: list[int], seeds: list[int], pre_cells: dict,
+               ft_cells: dict,
+               cloze_cells: dict, held_cells: dict, zs_cells: dict, pre_key, ft_key
+               ) -> list[tuple[tuple, str, str]]:
+    """The order the grid's cells run in (after the data and baseline cells), as
+    [(sort key, kind, cell key)]: the cells of the PRIMARY claims (`declarations.CLAIMS`,
+    `Claim.primary`) first, so that a run spread over sessions (each session's processes die
+    at its end; the cell cache keeps what finished) has the headline claims' cells earliest;
+    within the primary and the other cells, the first pretraining seed's cells before the
+    next seed's, and each pretraining before the cells that read it (a pretraining runs in the
+    tier of its earliest reader; pretrainings no primary cell reads wait).
+
+    Sort key: (0 primary / 1 other, pretraining seed's index, kind: pretraining, held-out /
+    cloze, fine-tuning, zero-shot, declaration order)."""
+    from bert_tf.studies.declarations import CLAIMS
+
+    names = {s.name for s in studies}
+    primary = set()  # (study, variant, column)
+    for c in CLAIMS:
+        if c.primary and c.study in names:
+            primary |= {(c.study, c.better, c.column), (c.study, c.worse, c.column)}
+    tier: dict[tuple[str, str], int] = {}
+
+    def mark(kind: str, key: str, t: int) -> None:
+        tier[(kind, key)] = min(t, tier.get((kind, key), 1))
+
+    for study in studies:
+        for e in study.evaluations(scale):
+            t = 0 if (study.name, e.variant.name, e.column) in primary else 1
+            for p in (pseeds if e.run.pretraining_key else [None]):
+                for seed in seeds:
+                    mark("finetuning", ft_key(e.run, e.task, p, seed), t)
+                if e.run.pretraining_key:
+                    mark("pretraining", pre_key(e.run, p), t)
+        if study.pretraining_paper_column:
+            for v in study.variants:
+                if not v.pretraining_key:
+                    continue
+                t = 0 if (study.name, v.name, study.pretraining_paper_column) in primary else 1
+                for p in pseeds:
+                    prefix = pre_key(v, p) + "/held_out_mlm/"
+                    for key in held_cells:
+                        if key.startswith(prefix):
+                            mark("held_out", key, t)
+                            mark("pretraining", pre_key(v, p), t)
+    index = {p: i for i, p in enumerate(pseeds)}
+    jobs = []
+    for n, (kind, cells) in enumerate((("pretraining", pre_cells), ("held_out", held_cells),
+                                       ("cloze", cloze_cells), ("finetuning", ft_cells),
+                                       ("zero_shot", zs_cells))):
+        for i, (key, value) in enumerate(cells.items()):
+            pseed = value[1] if kind in ("pretraining", "held_out", "cloze") else \
+                value[2] if kind == "finetuning" else pseeds[0]
+            jobs.append(((tier.get((kind, key), 1), index.get(pseed, 0), KIND_ORDER[kind], n,
+                          i), kind, key))
+    return sorted(jobs)
 
 
 def _baselines(task_name: str, task, scale, data: dict, seed: int = 12345) -> dict:
