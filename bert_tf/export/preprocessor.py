@@ -240,6 +240,21 @@ def ensure_input_shape(value: tf.Tensor, shape: list[int | None]) -> tf.Tensor:
     return tf.raw_ops.EnsureShape(input=value, shape=shape)
 
 
+def with_same_batch_size(first: tf.Tensor, second: tf.Tensor, first_name: str,
+                         second_name: str) -> tf.Tensor:
+    """`second` behind a run-time check that it has as many rows as `first` (dimension 0).
+
+    Two signature inputs of one request ([batch, ...] each) must agree on the batch size, else
+    the call fails with "inputs '<first_name>' and '<second_name>' must have the same batch
+    size" before anything reads `second`.
+    """
+    same = tf.debugging.assert_equal(
+        tf.shape(first)[0], tf.shape(second)[0],
+        message=f"inputs '{first_name}' and '{second_name}' must have the same batch size")
+    with tf.control_dependencies([same]):
+        return tf.identity(second)
+
+
 class BertPreprocessor(tf.Module):
     """The preprocessing SavedModel: raw strings -> packed `input_word_ids`/`input_mask`/
     `input_type_ids` (int32 [batch, seq_length]); ids equal `FullTokenizer` + `convert_single_example`
@@ -286,12 +301,8 @@ class BertPreprocessor(tf.Module):
         Both inputs must have the same batch size (checked at run time).
         """
         text_a = ensure_input_shape(text_a, [None])
-        text_b = ensure_input_shape(text_b, [None])
-        same = tf.debugging.assert_equal(
-            tf.shape(text_a), tf.shape(text_b),
-            message="inputs 'text_a' and 'text_b' must have the same batch size")
-        with tf.control_dependencies([same]):
-            text_b = tf.identity(text_b)
+        text_b = with_same_batch_size(text_a, ensure_input_shape(text_b, [None]), "text_a",
+                                      "text_b")
         return self.packer.pack(self.tokenize(text_a), self.tokenize(text_b))
 
     def tokenize_words(self, texts: tf.Tensor) -> tf.RaggedTensor:

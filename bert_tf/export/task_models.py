@@ -37,7 +37,8 @@ from typing import Sequence
 import keras
 import tensorflow as tf
 
-from bert_tf.export.preprocessor import INPUT_KEYS, BertPreprocessor, ensure_input_shape
+from bert_tf.export.preprocessor import (INPUT_KEYS, BertPreprocessor, ensure_input_shape,
+                                         with_same_batch_size)
 from bert_tf.export.serving_module import (ModelServingModule, concrete_signature,
                                            text_specs)
 from bert_tf.modeling import (BertClassifier, BertMultipleChoice, BertSpanLabeler,
@@ -145,12 +146,8 @@ class SquadExport(TaskServingModule):
         """tf.string [B] x 2 -> logits, best span, input_word_ids."""
         pre = self.preprocessor
         question = ensure_input_shape(question, [None])
-        context = ensure_input_shape(context, [None])
-        same = tf.debugging.assert_equal(
-            tf.shape(question), tf.shape(context),
-            message="inputs 'question' and 'context' must have the same batch size")
-        with tf.control_dependencies([same]):
-            context = tf.identity(context)
+        context = with_same_batch_size(question, ensure_input_shape(context, [None]), "question",
+                                       "context")
         q, c = pre.tokenize(question), pre.tokenize(context)
         keep_q = tf.minimum(q.row_lengths(), self.max_query_length)
         keep_c = tf.minimum(c.row_lengths(), pre.seq_length - 3 - keep_q)
@@ -238,12 +235,8 @@ class MultipleChoiceExport(TaskServingModule):
         """context tf.string [B], choices tf.string [B, num_choices] -> outputs."""
         pre = self.preprocessor
         context = ensure_input_shape(context, [None])
-        choices = ensure_input_shape(choices, [None, self.num_choices])
-        same = tf.debugging.assert_equal(
-            tf.shape(context)[0], tf.shape(choices)[0],
-            message="inputs 'context' and 'choices' must have the same batch size")
-        with tf.control_dependencies([same]):
-            choices = tf.identity(choices)
+        choices = with_same_batch_size(
+            context, ensure_input_shape(choices, [None, self.num_choices]), "context", "choices")
         repeated = tf.reshape(tf.repeat(context[:, tf.newaxis], self.num_choices, axis=1), [-1])
         packed = pre.packer.pack(pre.tokenize(repeated), pre.tokenize(tf.reshape(choices, [-1])))
         inputs = {k: tf.reshape(v, [-1, self.num_choices, pre.seq_length])

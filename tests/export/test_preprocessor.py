@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.export.preprocessor import BertPreprocessor, truncated_pair_lengths
+from bert_tf.export.preprocessor import (BertPreprocessor, truncated_pair_lengths,
+                                         with_same_batch_size)
 from bert_tf.tokenization.packing import pack_tokens, truncate_seq_pair
 from bert_tf.tokenization import FullTokenizer
 
@@ -26,6 +27,15 @@ def test_truncated_pair_lengths_equals_original_loop():
             truncate_seq_pair(a, b, budget)
             assert (got_a[i], got_b[i]) == (len(a), len(b)), (la[i], lb[i], budget)
 
+
+def test_with_same_batch_size_names_both_inputs():
+    """Two inputs of one request: `second` passes when dimension 0 agrees, else a clear error."""
+    check = tf.function(lambda a, b: with_same_batch_size(a, b, "context", "choices"))
+    choices = tf.constant([["x", "y"], ["z", "w"]])
+    assert check(tf.constant(["a", "b"]), choices).numpy().tolist() == choices.numpy().tolist()
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"context.* and .*choices.* must have the same batch size"):
+        check(tf.constant(["a"]), choices)
 
 def _real_sentences(original_fixtures) -> list[str]:
     lines = (original_fixtures / "sample_text.txt").read_text(encoding="utf-8").splitlines()
