@@ -98,6 +98,14 @@ def adaptable_layers(model) -> list:
     return [layer for layer in _all_layers(model) if _adaptable(layer)]
 
 
+def target_layers(model, targets) -> list:
+    """The adaptable layers of `model` that `targets` (names or Keras-path patterns, as
+    `enable_lora` takes them; a string is split at commas) select, in Keras' layer order."""
+    if isinstance(targets, str):
+        targets = [t.strip() for t in targets.split(",") if t.strip()]
+    return [layer for layer in adaptable_layers(model) if _matches(layer, tuple(targets))]
+
+
 def base_kernel(layer):
     """The base kernel variable W of an adaptable layer (with or without LoRA)."""
     return layer._kernel
@@ -176,7 +184,7 @@ def enable_lora(model, rank: int = 8, alpha: float | None = None,
             raise LoraError(f"LoRA target {t!r} matches no Dense/EinsumDense layer of "
                             f"{type(model).__name__}; its Dense layer names: "
                             f"{', '.join(names) or '(none)'}")
-    chosen = [layer for layer in layers if _matches(layer, targets)]
+    chosen = target_layers(model, targets)
     for layer in chosen:
         if layer.lora_enabled:
             raise LoraError(f"LoRA is already enabled on {layer.path}")

@@ -95,9 +95,14 @@ def apply_lora_options(model, opts, strategy=None) -> list[str]:
     With `opts.lora_rank` 0, adapters the model already has (`modeling.lora.enable_lora` called
     by the user, or re-created from a run's checkpoint) are kept and trained as they are.
 
+    When `opts.output_dir` (`FinetuneOptions`) holds a checkpoint, which `train_model` resumes
+    from, its adapters must be the ones the options create: the same layers (--lora_targets),
+    rank and alpha.
+
     Raises:
-      UserInputError naming the flag: a target that matches no layer, or LoRA settings that
-      differ from the adapters already in the model (its output_dir's checkpoint).
+      UserInputError naming the flag: a target that matches no layer, or LoRA settings (rank,
+      alpha, targets) that differ from the adapters already in the model or in the checkpoint
+      in --output_dir (naming the checkpoint and both target lists).
     """
     check_lora_options(opts)
     present = lora.lora_layers(model)
@@ -108,13 +113,17 @@ def apply_lora_options(model, opts, strategy=None) -> list[str]:
             print(trainable_parameter_report(model, sorted(present)))
         return sorted(present)
     alpha = float(opts.lora_alpha if opts.lora_alpha is not None else opts.lora_rank)
+    latest = _output_dir_checkpoint(opts)
     if present:
+        where = f"the checkpoint {latest}" if latest else "the model's own adapters"
         for path, layer in present.items():
             if (int(layer.lora_rank), float(layer.lora_alpha)) != (opts.lora_rank, alpha):
                 raise UserInputError(
                     f"--lora_rank={opts.lora_rank} --lora_alpha={alpha:g}: the checkpoint in "
                     f"--output_dir adapts {path} with rank {layer.lora_rank}, alpha "
                     f"{float(layer.lora_alpha):g}; pass that run's flags")
+        _check_same_layers(opts, where, set(present),
+                           {layer.path for layer in lora.target_layers(model, opts.lora_targets)})
         if opts.lora_dropout:
             _add_dropout(model, opts.lora_dropout, strategy)
         paths = sorted(present)
@@ -128,8 +137,64 @@ def apply_lora_options(model, opts, strategy=None) -> list[str]:
                                          seed=getattr(opts, "seed", 0))
         except lora.LoraError as e:
             raise UserInputError(f"--lora_targets / --lora_dropout: {e}") from None
+        if latest:  # train_model resumes from it: its adapters must be these
+            _check_resumed_adapters(model, opts, alpha, latest)
     print(trainable_parameter_report(model, paths))
     return paths
+
+
+def _output_dir_checkpoint(opts) -> str | None:
+    """The latest checkpoint in `opts.output_dir` (the one a run resumes from), or None."""
+    output_dir = getattr(opts, "output_dir", None)
+    if not output_dir:
+        return None
+    from bert_tf.checkpoints import latest_checkpoint
+
+    return latest_checkpoint(output_dir)
+
+
+def _describe_targets(paths) -> str:
+    """The layer names of adapter paths / kernel prefixes (their last part), comma-joined."""
+    return ",".join(sorted({p.rstrip("/").rsplit("/", 1)[-1] for p in paths})) or "(none)"
+
+
+def _check_same_layers(opts, source: str, have: set, want: set) -> None:
+    """UserInputError naming --lora_targets, `source` (the checkpoint) and both target lists
+    when its adapted layers (`have`) are not the ones the flag selects (`want`)."""
+    if have == want:
+        return
+    flag = opts.lora_targets
+    flag = flag if isinstance(flag, str) else ",".join(flag)
+    odd = sorted(have ^ want)[0]
+    raise UserInputError(
+        f"--lora_targets={flag}: {source} adapts "
+        f"{_describe_targets(have)} ({len(have)} layers), these targets adapt "
+        f"{_describe_targets(want)} ({len(want)} layers; e.g. {odd} is in only one); pass that "
+        "run's --lora_targets")
+
+
+def _check_resumed_adapters(model, opts, alpha: float, latest: str) -> None:
+    """Compares the adapters just enabled on `model` with those of the checkpoint the run will
+    resume from (train_model's `--output_dir`): same layers (by kernel checkpoint name), rank
+    and alpha; UserInputError naming the flags and the checkpoint otherwise."""
+    from bert_tf.checkpoints import checkpoint_variable_map
+
+    saved = checkpoint_lora_layers(latest)
+    if not saved:
+        raise UserInputError(
+            f"--lora_rank={opts.lora_rank}: the checkpoint {latest} in --output_dir has no LoRA "
+            "adapters (a run without --lora_rank); resume it without LoRA or use another "
+            "--output_dir")
+    with lora.base_kernels(model):
+        names = dict(checkpoint_variable_map(model))
+    ours = {n[: -len("/lora_a")] for n in lora.checkpoint_names(model, names)
+            if n.endswith("/lora_a")}
+    for prefix, (rank, saved_alpha) in sorted(saved.items()):
+        if prefix in ours and (rank, saved_alpha) != (opts.lora_rank, alpha):
+            raise UserInputError(
+                f"--lora_rank={opts.lora_rank} --lora_alpha={alpha:g}: the checkpoint {latest} "
+                f"adapts {prefix} with rank {rank}, alpha {saved_alpha:g}; pass that run's flags")
+    _check_same_layers(opts, f"the checkpoint {latest}", set(saved), ours)
 
 
 def _null_scope():

@@ -17,6 +17,15 @@ import tensorflow as tf
 
 DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
 
+LORA_ADAPTER_WEIGHTS = r"lora_(kernel_)?[ab]$"
+"""Matches LoRA's adapter matrices by name: a run's checkpoint names (`.../query/lora_a`,
+`/lora_b`) and their Keras paths (`.../query/lora_kernel_a`, `_b`). The default exclusions do
+not hold it, so the adapters are decayed as every other matrix (rate 0.01 in BERT's recipe),
+as LoRA's own GLUE scripts do (microsoft/LoRA examples/NLU: HF Trainer, `--weight_decay 0.1`,
+which exempts only biases and LayerNorm weights) and as HF peft + Trainer do whenever weight
+decay is on. To exempt them: `exclude_from_weight_decay=DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY +
+(LORA_ADAPTER_WEIGHTS,)` (`AdamWeightDecay`, `create_optimizer`); docs/training.md, LoRA."""
+
 
 def _resource_handle(variable):
     """The resource handle of a Keras 3 variable or of a tf.Variable (a replica's component)."""
@@ -226,20 +235,25 @@ class Lamb(keras.optimizers.Lamb):
 
 def create_optimizer(init_lr: float, num_train_steps: int, num_warmup_steps: int,
                      optimizer_type: str = "adamw", variable_names: Mapping | None = None,
-                     weight_decay_rate: float = 0.01) -> keras.optimizers.Optimizer:
+                     weight_decay_rate: float = 0.01,
+                     exclude_from_weight_decay: Iterable[str] = DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY
+                     ) -> keras.optimizers.Optimizer:
     """The original `create_optimizer` (without the clipping, which the train step does).
 
     `optimizer_type`: "adamw" (the original's) or "lamb" (Keras LAMB with the same schedule and
-    weight-decay exclusions, for large-batch pretraining).
+    weight-decay exclusions, for large-batch pretraining). `exclude_from_weight_decay`: regexes
+    of the names not decayed (BERT's LayerNorm and bias; add `LORA_ADAPTER_WEIGHTS` to exempt
+    LoRA's adapters, which are decayed by default).
     """
     schedule = WarmupPolynomialDecay(init_lr, num_train_steps, num_warmup_steps)
+    exclude = list(exclude_from_weight_decay)
     if optimizer_type == "adamw":
         return AdamWeightDecay(learning_rate=schedule, weight_decay_rate=weight_decay_rate,
-                               variable_names=variable_names)
+                               variable_names=variable_names, exclude_from_weight_decay=exclude)
     if optimizer_type == "lamb":
         opt = Lamb(learning_rate=schedule, beta_1=0.9, beta_2=0.999,
                                     epsilon=1e-6, weight_decay=weight_decay_rate)
-        opt.exclude_from_weight_decay(var_names=list(DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY))
+        opt.exclude_from_weight_decay(var_names=exclude)
         return opt
     raise ValueError(f"unknown optimizer {optimizer_type!r}; expected 'adamw' or 'lamb'")
 

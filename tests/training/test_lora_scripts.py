@@ -208,6 +208,99 @@ def test_rank_0_is_the_original_run(tmp_path):
     assert not any("lora" in n for n in names)
 
 
+def test_resume_with_other_targets_names_the_flag_the_checkpoint_and_both_lists(tmp_path):
+    """Options whose --lora_targets differ from the adapters of the checkpoint in --output_dir
+    (the one train_model resumes from) are refused in one line naming the flag, the checkpoint
+    and both target lists: adapters made from the flags (train_model's resume path) and
+    adapters re-created from the checkpoint first (load_checkpoint, as the scripts' prediction
+    does). Patterns selecting the same layers are the same run; another rank is refused."""
+    first = train_model(_classifier(), _arrays(), _loss,
+                        _options(tmp_path, steps=2, lora_rank=2))
+    prefix = first["checkpoint"]
+    with pytest.raises(UserInputError) as e:
+        apply_lora_options(_classifier(), _options(tmp_path, lora_rank=2,
+                                                   lora_targets=["query", "key", "value"]))
+    message = str(e.value)
+    assert message.startswith(f"--lora_targets=query,key,value: the checkpoint {prefix} "
+                              "adapts query,value (4 layers), these targets adapt "
+                              "key,query,value (6 layers; e.g. "), message
+    assert message.endswith("pass that run's --lora_targets") and "\n" not in message
+    model = _classifier()  # adapters re-created from the checkpoint, then the flags
+    load_checkpoint(model, prefix)
+    with pytest.raises(UserInputError, match=r"^--lora_targets=value: the checkpoint "
+                       rf"{re.escape(prefix)} adapts query,value \(4 layers\), these targets "
+                       r"adapt value \(2 layers"):
+        apply_lora_options(model, _options(tmp_path, lora_rank=2, lora_targets=["value"]))
+    assert len(apply_lora_options(model, _options(tmp_path, lora_rank=2, lora_targets=[
+        "*/query", "*/value"]))) == 4
+    assert len(apply_lora_options(_classifier(), _options(
+        tmp_path, lora_rank=2, lora_targets=["*/query", "value"]))) == 4
+    with pytest.raises(UserInputError, match=r"^--lora_rank=4 --lora_alpha=4: the checkpoint "
+                       rf"{re.escape(prefix)} adapts bert/encoder/layer_0/attention/self/query "
+                       "with rank 2, alpha 2"):
+        apply_lora_options(_classifier(), _options(tmp_path, lora_rank=4))
+
+
+@pytest.mark.long  # four short runs: ~40 s on a loaded 2-core machine
+def test_train_model_resume_checks_the_checkpoints_adapters(tmp_path):
+    """train_model itself: resuming with other targets is refused before any step; the same
+    flags resume; --lora_rank on a run whose checkpoint has no adapters is one line."""
+    arrays = _arrays()
+    first = train_model(_classifier(), arrays, _loss, _options(tmp_path, steps=2, lora_rank=2))
+    with pytest.raises(UserInputError, match=r"^--lora_targets=query,key,value: the "
+                       rf"checkpoint {re.escape(first['checkpoint'])} adapts query,value"):
+        train_model(_classifier(), arrays, _loss, _options(
+            tmp_path, lora_rank=2, lora_targets=["query", "key", "value"]))
+    again = train_model(_classifier(), arrays, _loss, _options(tmp_path, steps=3, lora_rank=2))
+    assert again["start_step"] == 2 and again["global_step"] == 3
+    plain = tmp_path / "plain"
+    train_model(_classifier(), arrays, _loss, _options(plain, steps=2))
+    with pytest.raises(UserInputError, match=r"^--lora_rank=2: the checkpoint .* has no LoRA "
+                       "adapters"):
+        train_model(_classifier(), arrays, _loss, _options(plain, steps=3, lora_rank=2))
+
+
+def test_adapters_take_the_loops_weight_decay_unless_excluded(tmp_path):
+    """The fine-tuning loop's optimizer (the original AdamWeightDecay, rate 0.01, names from
+    the run's checkpoint names) decays the adapter matrices as it decays every other matrix
+    (the LoRA paper's scripts and HF Trainer do the same); biases and LayerNorm weights are
+    exempt; `LORA_ADAPTER_WEIGHTS` added to the exclusions exempts the adapters."""
+    from bert_tf.training.optimization import (DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY,
+                                               LORA_ADAPTER_WEIGHTS, AdamWeightDecay,
+                                               create_optimizer)
+
+    model = _classifier()
+    apply_lora_options(model, _options(tmp_path, lora_rank=2,
+                                       lora_targets=["query", "value", "pooler"]))
+    names = {v.path: n for n, v in finetuning.lora_variable_map(
+        model, finetuning.checkpoint_variable_map).items()}  # as train_model names them
+    opt = create_optimizer(1e-3, 10, 1, variable_names=names)
+    variables = model.trainable_variables
+    decayed = {opt.variable_name(v) for v in variables if opt.uses_weight_decay(v)}
+    adapters = {n for n in map(opt.variable_name, variables) if n.endswith(("/lora_a",
+                                                                            "/lora_b"))}
+    assert len(adapters) == 2 * 5  # query, value of 2 blocks and the pooler, A and B each
+    assert decayed == adapters | {"output_weights"}, sorted(decayed)
+    exempt = create_optimizer(1e-3, 10, 1, variable_names=names, exclude_from_weight_decay=(
+        *DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY, LORA_ADAPTER_WEIGHTS))
+    assert {exempt.variable_name(v) for v in variables
+            if exempt.uses_weight_decay(v)} == {"output_weights"}
+    # Keras paths (no checkpoint names given) match the same pattern.
+    keras_names = AdamWeightDecay(exclude_from_weight_decay=(
+        *DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY, LORA_ADAPTER_WEIGHTS))
+    assert not any(keras_names.uses_weight_decay(v) for v in variables
+                   if "lora_kernel" in v.path)
+    assert all(AdamWeightDecay().uses_weight_decay(v) for v in variables
+               if "lora_kernel" in v.path)
+    # One update: an adapter with zero gradient shrinks by lr * 0.01 (decoupled decay).
+    layer = lora.lora_layers(model)[sorted(lora.lora_layers(model))[0]]
+    before = np.array(layer.lora_kernel_a)
+    opt = AdamWeightDecay(learning_rate=0.5, weight_decay_rate=0.01, variable_names=names)
+    opt.apply_gradients([(tf.zeros_like(layer.lora_kernel_a), layer.lora_kernel_a)])
+    np.testing.assert_allclose(np.array(layer.lora_kernel_a), before * (1 - 0.5 * 0.01),
+                               rtol=1e-6)
+
+
 @pytest.mark.long  # ~60 s on a loaded 2-core machine
 def test_stopped_lora_run_resumes_bit_identical(tmp_path):
     """Model and adapter dropout 0.1: a run stopped after its step-2 checkpoint (a NaN loss at
