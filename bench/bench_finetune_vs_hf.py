@@ -36,6 +36,10 @@ TF intra-op / torch.set_num_threads) and one inter-op thread:
     (`length_batching.trim_padding`; one tf.function with a dynamic sequence axis), with the
     padded batch's dropout masks (`make_train_step(padded_length=, length_key=)`); prediction
     on length-sorted batches (`length_batching.predict_length_bucketed`);
+  * bert_tf_length_fused (not in the default --variants): bert_tf_length trained with
+    `FinetuneOptions(fused_kernels=True)` (`make_train_step(fused_kernels=True)`: the BERT
+    blocks' XLA-fused GELU and dropout + residual + LayerNorm kernels of the pretraining
+    trainer; same masks, equal up to float rounding); its prediction is bert_tf_length's;
   * bert_tf_length_bf16 (not in the default --variants): bert_tf_length with the model built
     and run under `--mixed_precision=mixed_bfloat16` (bf16 compute, float32 variables, float32
     logits; `bert_tf.training.precision`);
@@ -70,7 +74,7 @@ sys.path.insert(0, str(ROOT))
 
 TASKS = {"mrpc": 128, "imdb": 256, "conll": 128}
 VARIANTS = ("bert_tf_padded", "bert_tf_length", "hf_torch", "bert_tf_length_bf16",
-            "hf_torch_bf16")
+            "hf_torch_bf16", "bert_tf_length_fused")
 DEFAULT_VARIANTS = VARIANTS[:3]
 
 FLAGS = flags.FLAGS
@@ -187,7 +191,8 @@ def _run_bert_tf_under_policy(spec: dict, arrays: dict) -> dict:
     _, _, model = load_bert(os.path.join(ckpt, "bert_config.json"),
                             os.path.join(ckpt, "vocab.txt"),
                             os.path.join(ckpt, "bert_model.ckpt"), model_factory=factory)
-    length = spec["variant"] in ("bert_tf_length", "bert_tf_length_bf16")
+    length = spec["variant"] in ("bert_tf_length", "bert_tf_length_bf16",
+                                 "bert_tf_length_fused")
     result = {}
     if spec["train_steps"] > 0:
         steps = spec["warmup_steps"] + spec["train_steps"] * spec["passes"]
@@ -197,7 +202,8 @@ def _run_bert_tf_under_policy(spec: dict, arrays: dict) -> dict:
         seq = arrays["input_mask"].shape[1]
         step_fn = make_train_step(model, optimizer, loss_fn,
                                   padded_length=seq if length else None,
-                                  length_key="input_mask" if length else None)
+                                  length_key="input_mask" if length else None,
+                                  fused_kernels=spec["variant"].endswith("_fused"))
         keys = ("input_word_ids", "input_mask", "input_type_ids", "label_ids")
         signature = {k: tf.TensorSpec([None, None if length else arrays[k].shape[1]]
                                       if arrays[k].ndim == 2 else [None], tf.as_dtype(
@@ -354,6 +360,7 @@ def main(argv):
     results: dict = {task: {v: {"train_steps_per_s": [], "predict_examples_per_s": []}
                             for v in FLAGS.variants} for task in FLAGS.tasks}
     errors = []
+    load_before = os.getloadavg()
     try:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         from bert_tf.checkpoints import convert_huggingface_to_original
@@ -432,6 +439,8 @@ def main(argv):
         "statistic": ("median over passes; one fresh process per variant and task, its passes "
                       "in a row after the untimed warm-up steps"),
         "results": summary, "errors": errors,
+        "loadavg_1_5_15_before": [round(x, 2) for x in load_before],
+        "loadavg_1_5_15_after": [round(x, 2) for x in os.getloadavg()],
         "environment": {"python": platform.python_version(), "tensorflow": tf.__version__,
                         "torch": torch.__version__, "transformers": transformers.__version__,
                         "cpu": cpu_description()},

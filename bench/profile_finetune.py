@@ -5,6 +5,7 @@ train step and of one `predict_arrays` call, from the TF profiler (issue 35).
   python bench/profile_finetune.py                                   # the default cases
   python bench/profile_finetune.py --tasks classifier --modes predict --predict_jit 0,1
   python bench/profile_finetune.py --onednn 1,0                      # TF_ENABLE_ONEDNN_OPTS A/B
+  python bench/profile_finetune.py --modes train --fused 0,1         # fused_kernels A/B
   git worktree add /tmp/before <commit>
   python bench/profile_finetune.py --compare_with /tmp/before        # same-run A/B ratios
 
@@ -17,7 +18,8 @@ long, example lengths drawn (seeded) uniformly in [`--min_length`, seq], as task
 Modes, each the code path the bench times:
   * train: `finetuning.make_train_step` (the original AdamWeightDecay, clipping at 1.0, dropout
     0.1) in one `tf.function` with a dynamic sequence axis, on batches of `--batch` cut to
-    their longest example rounded up to 8 (what `train_model` runs by default);
+    their longest example rounded up to 8 (what `train_model` runs by default); `--fused 1`
+    with `make_train_step(fused_kernels=True)` (`FinetuneOptions.fused_kernels`);
   * predict: one `predict_arrays(model, inputs, --predict_batch, ["logits"])` call on
     `--predict_examples` examples (length-bucketed, the default), after an untimed call that
     traces (the function is cached with the model, so the profiled call runs no trace);
@@ -25,7 +27,7 @@ Modes, each the code path the bench times:
 
 Each case runs in its own process (`--worker`; the tree first on PYTHONPATH; `--threads`
 intra-op threads, 0 = all cores; one inter-op thread, as the bench), in alternating order when
-there are two trees or oneDNN settings. Categories: `bench/profile_train_step.py`'s
+there are two trees, oneDNN settings or fused settings. Categories: `bench/profile_train_step.py`'s
 (`categorize`): matmul (MatMul / BatchMatMul / Einsum and oneDNN's fused MatMul+BiasAdd(+GELU)),
 elementwise, gelu, softmax, layer_norm, dropout_rng, dropout_apply, cast, bias_grad,
 gather_scatter, loss, optimizer, xla (an XLA cluster, e.g. the whole predict step under
@@ -34,29 +36,22 @@ gather_scatter, loss, optimizer, xla (an XLA cluster, e.g. the whole predict ste
 stdout: one JSON object: per case, op-ms per step (train) or per call (predict) by category,
 op counts, the wall time outside TF ops (tracing, Python; "wall_minus_op_ms"), the top op types (which show the matmul kernels oneDNN's remapper chose, e.g.
 `_MklFusedMatMul` vs `MatMul` + `BiasAdd`), and the traced wall ms (loaded-machine timing: use
-the same-run ratios, never the ms); with two trees or two oneDNN settings,
+the same-run ratios, never the ms); with two trees, oneDNN or fused settings,
 `ratio_b_over_a` per category. A profiling tool: nothing is asserted.
 """
 from __future__ import annotations
 
 import argparse
-import collections
 import json
 import os
 import pathlib
-import re
-import shutil
-import subprocess
 import sys
-import tempfile
-import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 MINILM = dict(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
               intermediate_size=1536, max_position_embeddings=512, type_vocab_size=2,
               hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
 NUM_LABELS = {"classifier": 2, "token": 9}
-_GRAPPLER_SCOPE = re.compile(r"\w*Optimizer/")
 
 
 def make_arrays(task: str, n: int, seq: int, min_length: int, seed: int = 0) -> dict:
@@ -104,7 +99,7 @@ def build_train(args, model, arrays):
         lambda outputs, batch: classification_loss(outputs["logits"], batch["label_ids"]))
     seq = arrays["input_mask"].shape[1]
     step_fn = make_train_step(model, optimizer, loss_fn, padded_length=seq,
-                              length_key="input_mask")
+                              length_key="input_mask", fused_kernels=bool(int(args.fused)))
     signature = {k: tf.TensorSpec([None, None] if v.ndim == 2 else [None], tf.as_dtype(v.dtype))
                  for k, v in arrays.items()}
     step = tf.function(step_fn, input_signature=[signature])
@@ -160,7 +155,8 @@ def worker(args: argparse.Namespace) -> None:
     import tensorflow as tf
 
     import bert_tf
-    from profile_train_step import CATEGORIES, categorize, read_events
+    from profile_common import profile_calls
+    from profile_train_step import CATEGORIES
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     tf.config.threading.set_inter_op_parallelism_threads(1)
     n = max(args.predict_examples, args.batch * (args.warmup + args.steps))
@@ -170,68 +166,43 @@ def worker(args: argparse.Namespace) -> None:
     calls = args.steps if args.mode == "train" else 1
     for _ in range(args.warmup if args.mode == "train" else 1):
         run()
-    logdir = tempfile.mkdtemp(prefix="profile_finetune_trace_")
-    tf.profiler.experimental.start(logdir)
-    start = time.perf_counter()
-    for _ in range(calls):
-        value = run()
-    wall = (time.perf_counter() - start) / calls
-    tf.profiler.experimental.stop()
-    by_cat, count, by_type = collections.Counter(), collections.Counter(), collections.Counter()
-    type_count = collections.Counter()
-    by_name = collections.Counter()
-    for op_name, op_type, ms in read_events(logdir):
-        if op_type in ("StartRegion", "StopRegion"):  # profiler markers, not ops
-            continue
-        # Grappler's rewrites keep the op's scope under "<Name>Optimizer/" (e.g. the arithmetic
-        # optimizer's AddN of the residual adds): drop it, or "optimizer" would claim them.
-        op_name = _GRAPPLER_SCOPE.sub("", op_name)
-        cat = categorize(op_name, op_type)
-        by_name[f"{op_name} ({op_type}, {cat})"] += ms
-        by_cat[cat] += ms
-        count[cat] += 1
-        by_type[f"{op_type} ({cat})"] += ms
-        type_count[f"{op_type} ({cat})"] += 1
-    shutil.rmtree(logdir, ignore_errors=True)
+    tally, value, wall = profile_calls(run, calls, fine_names=True)
+    summary = tally.by_category(CATEGORIES)
     print(json.dumps({
         "bert_tf": os.path.dirname(os.path.dirname(bert_tf.__file__)),
         "onednn_opts": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default"),
+        "fused_kernels": bool(int(args.fused)),
         "per": "train step" if args.mode == "train" else
                f"predict call of {args.predict_examples} examples",
         "wall_ms_traced": round(wall * 1e3, 1), "last_value": value,
-        "op_ms": round(sum(by_cat.values()) / calls, 1),
+        "op_ms": summary["op_ms"],
         # Host time outside TF ops (tracing, Python, feeding); ops run one at a time here
         # (one inter-op thread), so wall - op-ms is that time.
-        "wall_minus_op_ms": round(wall * 1e3 - sum(by_cat.values()) / calls, 1),
-        "ops": int(sum(count.values()) // calls),
-        "op_ms_by_category": {c: round(by_cat[c] / calls, 2) for c in CATEGORIES},
-        "ops_by_category": {c: int(count[c] // calls) for c in CATEGORIES},
-        "top_op_types_ms": {k: [round(v / calls, 2), int(type_count[k] // calls)]
-                            for k, v in by_type.most_common(args.top)},
-        **({"top_op_names_ms": {k: round(v / calls, 2) for k, v in by_name.most_common(args.top)}}
-           if args.by_name else {})}))
+        "wall_minus_op_ms": round(wall * 1e3 - summary["op_ms"], 1),
+        "ops": summary["ops"],
+        "op_ms_by_category": summary["op_ms_by_category"],
+        "ops_by_category": summary["ops_by_category"],
+        "top_op_types_ms": tally.top_types(args.top, with_counts=True),
+        **({"top_op_names_ms": tally.top_names(args.top)} if args.by_name else {})}))
 
 
-def run_worker(tree: pathlib.Path, onednn: str, case: dict, args) -> dict:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(tree), str(ROOT / "bench")] +
-        [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}
-    if onednn != "default":
-        env["TF_ENABLE_ONEDNN_OPTS"] = onednn
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker",
-           "--task", case["task"], "--mode", case["mode"], "--predict_jit", str(case["jit"])]
+def run_worker(tree: pathlib.Path, side: tuple, case: dict, args) -> dict:
+    """One case in its own process: `side` is (tree name, oneDNN setting, fused 0/1)."""
+    from profile_common import run_in_tree
+    _, onednn, fused = side
+    worker_args = ["--task", case["task"], "--mode", case["mode"], "--predict_jit",
+                   str(case["jit"]), "--fused", str(fused)]
     for name in ("seq", "min_length", "batch", "predict_batch", "predict_examples", "steps",
                  "warmup", "threads", "top"):
-        cmd += [f"--{name}", str(getattr(args, name))]
-    cmd += ["--by_name"] if args.by_name else []
-    proc = subprocess.run(cmd, env=env, cwd=str(tree), capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise SystemExit(f"worker {case} for {tree} (oneDNN {onednn}) failed:\n"
-                         f"{proc.stderr[-3000:]}")
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
-    if pathlib.Path(result["bert_tf"]).resolve() != tree.resolve():
-        raise SystemExit(f"worker for {tree} imported bert_tf from {result['bert_tf']}")
-    return result
+        worker_args += [f"--{name}", str(getattr(args, name))]
+    worker_args += ["--by_name"] if args.by_name else []
+    return run_in_tree(__file__, tree, worker_args, f"{case} (oneDNN {onednn}, fused {fused})",
+                       env={} if onednn == "default" else {"TF_ENABLE_ONEDNN_OPTS": onednn})
+
+
+def _side_name(side: tuple) -> str:
+    tree, onednn, fused = side
+    return f"{tree} onednn={onednn}" + (" fused" if fused else "")
 
 
 def _list(ap, value: str, allowed, what: str) -> list:
@@ -254,6 +225,9 @@ def main() -> None:
     ap.add_argument("--onednn", default="default",
                     help="comma list of TF_ENABLE_ONEDNN_OPTS values (default, 1, 0); two "
                          "values make an A/B in the same run")
+    ap.add_argument("--fused", default="0",
+                    help="comma list of 0, 1: train with make_train_step(fused_kernels=) off / "
+                         "on (two values make an A/B in the same run; prediction ignores it)")
     ap.add_argument("--compare_with", default=None,
                     help="another bert_tf checkout (e.g. a git worktree of an earlier commit)")
     ap.add_argument("--seq", type=int, default=128)
@@ -274,28 +248,25 @@ def main() -> None:
     modes = _list(ap, args.modes, ("train", "predict"), "modes")
     jits = [int(j) for j in _list(ap, args.predict_jit, ("0", "1"), "predict_jit")]
     onednn = _list(ap, args.onednn, ("default", "0", "1"), "onednn")
-    trees = {"this": ROOT}
-    if args.compare_with:
-        other = pathlib.Path(args.compare_with)
-        if not (other / "bert_tf" / "__init__.py").is_file():
-            ap.error(f"--compare_with={args.compare_with!r}: no bert_tf/ package there")
-        trees["other"] = other
-    sides = [(t, o) for t in trees for o in onednn]
-    if len(sides) > 2:
-        ap.error("--compare_with and two --onednn values together make more than an A/B; "
-                 "give one of them")
+    fused = [int(f) for f in _list(ap, args.fused, ("0", "1"), "fused")]
     sys.path.insert(0, str(ROOT / "bench"))
     from host import cpu_description  # bench/host.py: the CPU the profile ran on
+    from profile_common import checkout_trees, report_tail
     from profile_train_step import CATEGORIES
+    trees = checkout_trees(ap, args.compare_with)
+    sides = [(t, o, f) for t in trees for o in onednn for f in fused]
+    if len(sides) > 2:
+        ap.error("--compare_with, two --onednn values and two --fused values make more than "
+                 "an A/B together; give one of them")
     cases = {}
     load_before = os.getloadavg()
     plan = [{"task": t, "mode": m, "jit": j} for t in tasks for m in modes
             for j in (jits if m == "predict" else [0])]
     for i, case in enumerate(plan):
         order = sides if i % 2 == 0 else list(reversed(sides))
-        got = {f"{t} onednn={o}": run_worker(trees[t], o, case, args) for t, o in order}
+        got = {_side_name(side): run_worker(trees[side[0]], side, case, args) for side in order}
         if len(sides) == 2:
-            a, b = (got[f"{t} onednn={o}"] for t, o in sides)
+            a, b = (got[_side_name(side)] for side in sides)
             got["ratio_b_over_a"] = {c: round(b["op_ms_by_category"][c] /
                                               a["op_ms_by_category"][c], 3)
                                      for c in CATEGORIES if a["op_ms_by_category"][c] > 0.05
@@ -306,16 +277,12 @@ def main() -> None:
         cases[name] = got
     print(json.dumps({"bench": "bert_tf profile_finetune", "cpu": cpu_description(),
                       "model": "all-MiniLM-L6-v2 shape (L6 H384 A12 I1536), random weights",
-                      "sides_a_b": [f"{t} onednn={o}" for t, o in sides],
+                      "sides_a_b": [_side_name(side) for side in sides],
                       "trees": {k: str(v) for k, v in trees.items()},
                       "settings": {k: getattr(args, k) for k in (
                           "seq", "min_length", "batch", "predict_batch", "predict_examples",
                           "steps", "warmup", "threads")},
-                      "timing_note": "op-ms from the TF profiler summed over threads; compare "
-                                     "ratios within one run, not ms across runs or machines",
-                      "loadavg_1_5_15_before": [round(x, 2) for x in load_before],
-                      "loadavg_1_5_15_after": [round(x, 2) for x in os.getloadavg()],
-                      "cases": cases}))
+                      **report_tail(load_before), "cases": cases}))
 
 
 if __name__ == "__main__":

@@ -30,17 +30,14 @@ A profiling tool: nothing is asserted.
 from __future__ import annotations
 
 import argparse
-import collections
 import glob
 import json
 import os
 import pathlib
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CATEGORIES = ("matmul", "elementwise", "gelu", "softmax", "layer_norm", "dropout_rng",
@@ -207,59 +204,33 @@ def build_gpt_step(jit: bool, precision: str):
 
 def worker(args: argparse.Namespace) -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import tensorflow as tf
-
     import bert_tf
+    from profile_common import profile_calls
     build = build_bert_step if args.models == "bert" else build_gpt_step
     step, close = build(bool(int(args.jit)), args.precisions)
     for _ in range(args.warmup):
         step()
-    logdir = tempfile.mkdtemp(prefix="profile_train_step_trace_")
-    tf.profiler.experimental.start(logdir)
-    start = time.perf_counter()
-    for _ in range(args.steps):
-        loss = step()
-    wall = (time.perf_counter() - start) / args.steps
-    tf.profiler.experimental.stop()
-    by_cat, count = collections.Counter(), collections.Counter()
-    by_type, by_name = collections.Counter(), collections.Counter()
-    for op_name, op_type, ms in read_events(logdir):
-        cat = categorize(op_name, op_type)
-        by_cat[cat] += ms
-        count[cat] += 1
-        by_type[f"{op_type} ({cat})"] += ms
-        by_name[op_name] += ms
-    shutil.rmtree(logdir, ignore_errors=True)
+    tally, loss, wall = profile_calls(step, args.steps)
     close()
-    n = args.steps
+    summary = tally.by_category(CATEGORIES)
     out = {"bert_tf": os.path.dirname(os.path.dirname(bert_tf.__file__)),
            "wall_ms_per_step_traced": round(wall * 1e3, 1), "last_loss": loss,
-           "op_ms_per_step": round(sum(by_cat.values()) / n, 1),
-           "ops_per_step": int(sum(count.values()) // n),
-           "op_ms_by_category": {c: round(by_cat[c] / n, 2) for c in CATEGORIES},
-           "ops_by_category": {c: int(count[c] // n) for c in CATEGORIES},
-           "top_op_types_ms": {k: round(v / n, 2) for k, v in by_type.most_common(args.top)}}
+           "op_ms_per_step": summary["op_ms"], "ops_per_step": summary["ops"],
+           "op_ms_by_category": summary["op_ms_by_category"],
+           "ops_by_category": summary["ops_by_category"],
+           "top_op_types_ms": tally.top_types(args.top)}
     if args.by_name:
-        out["top_op_names_ms"] = {k: round(v / n, 2) for k, v in by_name.most_common(args.top)}
+        out["top_op_names_ms"] = tally.top_names(args.top)
     print(json.dumps(out))
 
 
 def run_worker(tree: pathlib.Path, model: str, precision: str, jit: int,
                args: argparse.Namespace) -> dict:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(tree)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--models", model,
-           "--precisions", precision, "--jit", str(jit), "--steps", str(args.steps),
-           "--warmup", str(args.warmup), "--top", str(args.top)] + (
-               ["--by_name"] if args.by_name else [])
-    proc = subprocess.run(cmd, env=env, cwd=str(tree), capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise SystemExit(f"worker {model} {precision} jit={jit} for {tree} failed:\n"
-                         f"{proc.stderr[-3000:]}")
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
-    if pathlib.Path(result["bert_tf"]).resolve() != tree.resolve():
-        raise SystemExit(f"worker for {tree} imported bert_tf from {result['bert_tf']}")
-    return result
+    from profile_common import run_in_tree
+    return run_in_tree(__file__, tree, [
+        "--models", model, "--precisions", precision, "--jit", str(jit), "--steps",
+        str(args.steps), "--warmup", str(args.warmup), "--top", str(args.top)] + (
+            ["--by_name"] if args.by_name else []), f"{model} {precision} jit={jit}")
 
 
 def main() -> None:
@@ -291,13 +262,9 @@ def main() -> None:
             ap.error(f"--precisions: {p!r} is not float32 or mixed_bfloat16")
     if any(j not in (0, 1) for j in jits):
         ap.error(f"--jit={args.jit!r}: expected a comma list of 0 and 1")
-    trees = {"this": ROOT}
-    if args.compare_with:
-        other = pathlib.Path(args.compare_with)
-        if not (other / "bert_tf" / "__init__.py").is_file():
-            ap.error(f"--compare_with={args.compare_with!r}: no bert_tf/ package there")
-        trees["other"] = other
     from host import cpu_description  # bench/host.py: the CPU the profile ran on
+    from profile_common import checkout_trees, report_tail
+    trees = checkout_trees(ap, args.compare_with)
     cases = {}
     load_before = os.getloadavg()
     for i, (m, p, j) in enumerate((m, p, j) for m in models for p in precisions for j in jits):
@@ -312,11 +279,7 @@ def main() -> None:
         cases[f"{m} {p} jit={j}"] = case
     print(json.dumps({"bench": "bert_tf profile_train_step", "host": cpu_description(),
                       "trees": {k: str(v) for k, v in trees.items()}, "steps": args.steps,
-                      "timing_note": "op-ms from the TF profiler summed over threads; compare "
-                                     "ratios within one run, not ms across runs or machines",
-                      "loadavg_1_5_15_before": [round(x, 2) for x in load_before],
-                      "loadavg_1_5_15_after": [round(x, 2) for x in os.getloadavg()],
-                      "cases": cases}))
+                      **report_tail(load_before), "cases": cases}))
 
 
 if __name__ == "__main__":

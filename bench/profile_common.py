@@ -1,0 +1,141 @@
+"""What bench/profile_train_step.py and bench/profile_finetune.py share (found by the duplicate
+finder): the checkouts an A/B compares, one worker process per case run in a given checkout,
+the profiled calls under `tf.profiler`, their op events summed per category, and the load
+average and timing note of the JSON report.
+
+  trees = checkout_trees(ap, args.compare_with)      # {"this": ROOT[, "other": path]}
+  result = run_in_tree(script, tree, worker_args, what)  # the worker's last stdout JSON line
+  tally, value, wall_s = profile_calls(run, calls)   # op-ms by category, type and name
+  report.update(report_tail(load_before))
+
+A helper of the bench scripts (run from bench/, not part of the bert_tf package).
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Callable, Sequence
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+BENCH = ROOT / "bench"
+TIMING_NOTE = ("op-ms from the TF profiler summed over threads; compare ratios within one run, "
+               "not ms across runs or machines")
+_GRAPPLER_SCOPE = re.compile(r"\w*Optimizer/")
+
+
+def checkout_trees(ap, compare_with: str | None) -> dict[str, pathlib.Path]:
+    """{"this": this checkout} and, with `compare_with`, {"other": that checkout}; an argparse
+    error naming the flag when it holds no bert_tf/ package."""
+    trees = {"this": ROOT}
+    if compare_with:
+        other = pathlib.Path(compare_with)
+        if not (other / "bert_tf" / "__init__.py").is_file():
+            ap.error(f"--compare_with={compare_with!r}: no bert_tf/ package there")
+        trees["other"] = other
+    return trees
+
+
+def run_in_tree(script: str, tree: pathlib.Path, worker_args: Sequence[str], what: str,
+                env: dict | None = None) -> dict:
+    """Runs `python script --worker *worker_args` with `tree` (then bench/) first on PYTHONPATH
+    and `tree` as the working folder; returns the JSON of its last stdout line. Exits with the
+    worker's stderr tail when it fails, or when it imported bert_tf from another checkout (its
+    JSON's "bert_tf")."""
+    env = {**os.environ, **(env or {})}
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(tree), str(BENCH)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    proc = subprocess.run([sys.executable, os.path.abspath(script), "--worker", *worker_args],
+                          env=env, cwd=str(tree), capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"worker {what} for {tree} failed:\n{proc.stderr[-3000:]}")
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    if pathlib.Path(result["bert_tf"]).resolve() != tree.resolve():
+        raise SystemExit(f"worker for {tree} imported bert_tf from {result['bert_tf']}")
+    return result
+
+
+@dataclasses.dataclass
+class OpTally:
+    """Op events of `calls` profiled calls, summed (ms) and counted per category, op type
+    ("<type> (<category>)") and op name."""
+
+    calls: int
+    ms: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    count: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    type_ms: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    type_count: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    name_ms: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+
+    def by_category(self, categories: Sequence[str]) -> dict:
+        """Per call: total op-ms, op count, op-ms and op count per category."""
+        n = self.calls
+        return {"op_ms": round(sum(self.ms.values()) / n, 1),
+                "ops": int(sum(self.count.values()) // n),
+                "op_ms_by_category": {c: round(self.ms[c] / n, 2) for c in categories},
+                "ops_by_category": {c: int(self.count[c] // n) for c in categories}}
+
+    def top_types(self, top: int, with_counts: bool = False) -> dict:
+        """The `top` op types by op-ms per call (with their op count per call)."""
+        n = self.calls
+        return {k: [round(v / n, 2), int(self.type_count[k] // n)] if with_counts
+                else round(v / n, 2) for k, v in self.type_ms.most_common(top)}
+
+    def top_names(self, top: int) -> dict:
+        return {k: round(v / self.calls, 2) for k, v in self.name_ms.most_common(top)}
+
+
+def profile_calls(run: Callable[[], float], calls: int, fine_names: bool = False
+                  ) -> tuple[OpTally, float, float]:
+    """Runs `run()` `calls` times under `tf.profiler` and tallies the host's TF-op events by
+    `profile_train_step.categorize`.
+
+    `fine_names`: drop the profiler's StartRegion/StopRegion markers, strip grappler's
+    "<Name>Optimizer/" scope from op names (or "optimizer" would claim e.g. the arithmetic
+    optimizer's AddN of the residual adds) and name ops "<name> (<type>, <category>)".
+
+    Returns: (the tally, run()'s last value, wall seconds per call).
+    """
+    import tensorflow as tf
+
+    from profile_train_step import categorize, read_events  # bench/ is on sys.path
+    logdir = tempfile.mkdtemp(prefix="profile_trace_")
+    tally = OpTally(calls)
+    try:
+        tf.profiler.experimental.start(logdir)
+        start = time.perf_counter()
+        try:
+            for _ in range(calls):
+                value = run()
+            wall = (time.perf_counter() - start) / calls
+        finally:
+            tf.profiler.experimental.stop()
+        for op_name, op_type, ms in read_events(logdir):
+            if fine_names:
+                if op_type in ("StartRegion", "StopRegion"):  # profiler markers, not ops
+                    continue
+                op_name = _GRAPPLER_SCOPE.sub("", op_name)
+            cat = categorize(op_name, op_type)
+            tally.ms[cat] += ms
+            tally.count[cat] += 1
+            tally.type_ms[f"{op_type} ({cat})"] += ms
+            tally.type_count[f"{op_type} ({cat})"] += 1
+            tally.name_ms[f"{op_name} ({op_type}, {cat})" if fine_names else op_name] += ms
+    finally:
+        shutil.rmtree(logdir, ignore_errors=True)
+    return tally, value, wall
+
+
+def report_tail(load_before: Sequence[float]) -> dict:
+    """The timing note and the load averages (1, 5, 15 min) before the run and now."""
+    return {"timing_note": TIMING_NOTE,
+            "loadavg_1_5_15_before": [round(x, 2) for x in load_before],
+            "loadavg_1_5_15_after": [round(x, 2) for x in os.getloadavg()]}
