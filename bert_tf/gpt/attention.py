@@ -7,6 +7,7 @@ import tensorflow as tf
 from bert_tf.gpt.config import GptConfig
 from bert_tf.gpt.dropout import GptDropout
 from bert_tf.gpt.layers import GptConv1D
+from bert_tf.modeling.fused import attention_softmax_dropout
 
 # train.py's `mask_attn_weights`: w * b - 1e9 * (1 - b), not an additive -inf.
 MASKED_SCORE = -1e9
@@ -98,17 +99,35 @@ class GptAttention(keras.layers.Layer):
         a = self.resid_dropout(a, training=training)
         return (a, probs) if return_probs else a
 
-    def project(self, x: tf.Tensor, training: bool | None = None, return_probs: bool = False):
+    def project(self, x: tf.Tensor, training: bool | None = None, return_probs: bool = False,
+                fused: bool = False, with_bias: bool = True):
         """`call` without the residual dropout: c_proj's output float [N, S, n_embd] (and the
         probabilities with `return_probs`); `GptBlock` applies `resid_dropout`'s mask itself in
-        its fused training path."""
+        its fused training path.
+
+        `fused` (training, no injected probability mask): the scale, causal mask, softmax and
+        dropout run as the XLA kernels of `bert_tf.modeling.fused.attention_softmax_dropout`
+        (the dropout layer's own keep mask; the same values up to float rounding).
+        `with_bias=False`: c_proj's output without its bias [N·S, n_embd] (flattened), for a
+        fused kernel that adds it."""
         q, k, v = tf.split(self.c_attn(x), 3, axis=-1)
         q, v = self._split_heads(q), self._split_heads(v)
         k = tf.transpose(self._split_heads(k), [0, 1, 3, 2])  # [N, H, D, S], as the original
-        w = tf.matmul(q, k) * tf.math.rsqrt(tf.cast(self.config.head_size, x.dtype))
-        probs = tf.nn.softmax(causal_mask_scores(w))
-        a = tf.matmul(self.probs_dropout(probs, training=training), v)  # [N, H, S, D]
+        if fused and training and not self.probs_dropout.has_injected_mask:
+            w = tf.matmul(q, k)
+            dropped, probs = attention_softmax_dropout(
+                w, None, self.probs_dropout.keep_mask(w, training),
+                self.probs_dropout.keep_scale, head_size=self.config.head_size, causal=True,
+                return_probs=True)
+        else:
+            w = tf.matmul(q, k) * tf.math.rsqrt(tf.cast(self.config.head_size, x.dtype))
+            probs = tf.nn.softmax(causal_mask_scores(w))
+            dropped = self.probs_dropout(probs, training=training)
+        a = tf.matmul(dropped, v)  # [N, H, S, D]
         a = tf.transpose(a, [0, 2, 1, 3])
+        if not with_bias:
+            a = self.c_proj.matmul_2d(tf.reshape(a, [-1, self.config.n_embd]), with_bias=False)
+            return (a, probs) if return_probs else a
         a = tf.reshape(a, tf.concat([tf.shape(a)[:-2], [self.config.n_embd]], axis=0))
         a = self.c_proj(a)
         return (a, probs) if return_probs else a

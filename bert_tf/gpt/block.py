@@ -8,8 +8,8 @@ from bert_tf.gpt.attention import GptAttention
 from bert_tf.gpt.config import GptConfig
 from bert_tf.gpt.dropout import GptDropout
 from bert_tf.gpt.layers import GptConv1D, GptLayerNorm
-from bert_tf.modeling.activations import gelu, gelu_xla, get_activation
-from bert_tf.modeling.fused import dropout_residual_layer_norm
+from bert_tf.modeling.activations import gelu, get_activation
+from bert_tf.modeling.fused import bias_gelu, dropout_residual_layer_norm
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -20,8 +20,9 @@ class GptMlp(keras.layers.Layer):
     [1, 4·n_embd, n_embd], `c_proj/b`. Input/output float [N, S, n_embd].
 
     Computed on [N·S, ·] matrices as MatMul -> BiasAdd (-> activation), the pattern TensorFlow's
-    CPU graph optimizer fuses; while training, "gelu" runs as two XLA-compiled elementwise kernels
-    (`gelu_xla`: forward, backward; the same function up to float rounding), as BERT's FFN.
+    CPU graph optimizer fuses; while training, c_fc's bias + "gelu" runs as two XLA-compiled
+    kernels (`bert_tf.modeling.fused.bias_gelu`: forward, backward with the bias gradient; the
+    same function up to float rounding), as BERT's FFN.
     """
 
     def __init__(self, config: GptConfig | dict, **kwargs):
@@ -42,14 +43,18 @@ class GptMlp(keras.layers.Layer):
     def call(self, x: tf.Tensor, training: bool | None = None) -> tf.Tensor:
         return self.resid_dropout(self.project(x, training=training), training=training)
 
-    def project(self, x: tf.Tensor, training: bool | None = None) -> tf.Tensor:
-        """`call` without the residual dropout: c_proj's output float [N, S, n_embd]."""
-        activation = self.activation
-        if training and activation is gelu:
-            activation = gelu_xla
+    def project(self, x: tf.Tensor, training: bool | None = None,
+                with_bias: bool = True) -> tf.Tensor:
+        """`call` without the residual dropout: c_proj's output float [N, S, n_embd]
+        (`with_bias=False`: without c_proj's bias, flattened [N·S, n_embd], for a fused kernel
+        that adds it). While training, "gelu" is c_fc's bias + GELU as `fused.bias_gelu`."""
         flat = tf.reshape(x, [-1, self.config.n_embd])
-        out = self.c_proj.matmul_2d(activation(self.c_fc.matmul_2d(flat)))
-        return tf.reshape(out, tf.shape(x))
+        if training and self.activation is gelu:
+            hidden = bias_gelu(self.c_fc.matmul_2d(flat, with_bias=False), self.c_fc.b)
+        else:
+            hidden = self.activation(self.c_fc.matmul_2d(flat))
+        out = self.c_proj.matmul_2d(hidden, with_bias=with_bias)
+        return tf.reshape(out, tf.shape(x)) if with_bias else out
 
     def get_config(self) -> dict:
         return {**super().get_config(), "config": self.config.to_dict()}
@@ -91,9 +96,10 @@ class GptBlock(keras.layers.Layer):
         probabilities [N, n_head, S, S] with `return_probs`).
 
         While training (unless a test injects the residual dropouts' masks), each
-        `ln(residual + dropout(sublayer))` runs as the two XLA kernels of
+        `ln(residual + dropout(sublayer + bias))` runs as the two XLA kernels of
         `bert_tf.modeling.fused.dropout_residual_layer_norm` (the dropout layer's own mask; same
-        values up to float rounding), as the MLP's GELU runs as `gelu_xla`."""
+        values up to float rounding), the attention's scale + causal mask + softmax + dropout as
+        `fused.attention_softmax_dropout` and the MLP's bias + GELU as `fused.bias_gelu`."""
         fused = bool(training) and not (self.attn.resid_dropout.has_injected_mask
                                         or self.mlp.resid_dropout.has_injected_mask)
         if not fused:
@@ -103,11 +109,13 @@ class GptBlock(keras.layers.Layer):
             n = self.ln_1(x + a)
             h = self.ln_2(n + self.mlp(n, training=training))
             return (h, probs) if return_probs else h
-        a = self.attn.project(x, training=training, return_probs=return_probs)
+        a = self.attn.project(x, training=training, return_probs=return_probs, fused=True,
+                              with_bias=False)
         if return_probs:
             a, probs = a
-        n = _fused_ln(a, self.attn.resid_dropout, x, self.ln_1)
-        h = _fused_ln(self.mlp.project(n, training=True), self.mlp.resid_dropout, n, self.ln_2)
+        n = _fused_ln(a, self.attn.c_proj.b, self.attn.resid_dropout, x, self.ln_1)
+        h = _fused_ln(self.mlp.project(n, training=True, with_bias=False), self.mlp.c_proj.b,
+                      self.mlp.resid_dropout, n, self.ln_2)
         return (h, probs) if return_probs else h
 
     def call_cached(self, x: tf.Tensor, cache: tuple[tf.Tensor, tf.Tensor],
@@ -123,9 +131,14 @@ class GptBlock(keras.layers.Layer):
         return {**super().get_config(), "config": self.config.to_dict()}
 
 
-def _fused_ln(y: tf.Tensor, dropout: GptDropout, residual: tf.Tensor,
+def _fused_ln(y: tf.Tensor, bias: tf.Tensor, dropout: GptDropout, residual: tf.Tensor,
               norm: GptLayerNorm) -> tf.Tensor:
-    """norm(residual + dropout(y)) for y, residual [N, S, n_embd], with the dropout layer's mask
-    (drawn for y's shape, as its `call` draws it) applied inside the fused XLA kernels."""
-    return dropout_residual_layer_norm(y, dropout.scale_mask(y, training=True), residual,
-                                       norm.g, norm.b, norm.epsilon)
+    """norm(residual + dropout(y + bias)) for y [N·S, n_embd] (a conv1d's matmul output without
+    its bias), residual [N, S, n_embd]: the bias add, the dropout layer's mask (drawn for
+    [N, S, n_embd], as its `call` draws it) and the LayerNorm inside the fused XLA kernels,
+    whose backward gives the bias gradient too. Returns residual's shape."""
+    keep = dropout.keep_mask(residual, training=True)  # the sublayer output's shape
+    out = dropout_residual_layer_norm(y, keep, residual, norm.g,
+                                      norm.b, norm.epsilon, bias=bias,
+                                      keep_scale=dropout.keep_scale)
+    return tf.reshape(out, tf.shape(residual))

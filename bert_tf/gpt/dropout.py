@@ -79,20 +79,34 @@ class GptDropout(keras.layers.Dropout):
         dtype and shape, kept elements 65536 / (65536 - threshold), dropped 0; None when nothing
         is dropped. One draw from the layer's stream, as `call` makes, so a caller that applies
         the mask itself (e.g. `bert_tf.modeling.fused`) keeps the same masks."""
+        keep = self.keep_mask(inputs, training)
+        if keep is None:
+            return None
+        return tf.where(keep, tf.constant(self.keep_scale, inputs.dtype),
+                        tf.constant(0, inputs.dtype))
+
+    @property
+    def keep_scale(self) -> float:
+        """The factor of kept elements, 65536 / (65536 - threshold) (0 when all are dropped)."""
+        return LEVELS / (LEVELS - self.threshold) if self.threshold < LEVELS else 0.0
+
+    def keep_mask(self, inputs: tf.Tensor, training=False) -> tf.Tensor | None:
+        """bool, inputs' shape: the elements `call` keeps with its own draw (`scale_mask` is
+        `keep_scale` there, 0 elsewhere; broadcast over `noise_shape`), one draw of the layer's
+        stream as `call` makes; None when nothing is dropped. For fused kernels that apply the
+        mask themselves (`bert_tf.modeling.fused`)."""
         if not training or self.rate <= 0 or self.threshold == 0:
             return None
         if self.threshold >= LEVELS:
-            return tf.zeros_like(inputs)
+            return tf.zeros_like(inputs, tf.bool)
         replica = replica_index() if self.replica_sliced else None
         seed = next_stateless_seed(self.seed_generator)
-        scale = tf.constant(LEVELS / (LEVELS - self.threshold), inputs.dtype)
 
-        def draw(shape):  # int32 [rank] -> the scale-or-zero mask of that shape
+        def draw(shape):  # int32 [rank] -> the keep mask of that shape
             mask_shape = shape if self.noise_shape is None else tf.stack(
                 [shape[i] if n is None else n for i, n in enumerate(self.noise_shape)])
             keep = keep_mask_16bit(seed, mask_shape, self.threshold, replica)
-            mask = tf.where(keep, scale, tf.constant(0, inputs.dtype))
-            return mask if self.noise_shape is None else tf.broadcast_to(mask, shape)
+            return keep if self.noise_shape is None else tf.broadcast_to(keep, shape)
 
         if padding_active():  # the padded batch's mask, cut to this batch's length
             return padded_batch_mask(inputs, draw)

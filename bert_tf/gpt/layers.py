@@ -77,12 +77,14 @@ class GptConv1D(keras.layers.Layer):
         out = self.matmul_2d(tf.reshape(x, [-1, self.nx]))
         return tf.reshape(out, tf.concat([tf.shape(x)[:-1], [self.nf]], axis=0))
 
-    def matmul_2d(self, x: tf.Tensor) -> tf.Tensor:
+    def matmul_2d(self, x: tf.Tensor, with_bias: bool = True) -> tf.Tensor:
         """x [rows, nx] @ w [nx, nf] + b -> [rows, nf], as MatMul -> BiasAdd: the pattern
         TensorFlow's CPU graph optimizer fuses (with a following GELU) into one oneDNN kernel
-        (a reshape between them prevents it)."""
+        (a reshape between them prevents it). `with_bias=False`: x @ w only (a fused kernel
+        adds `b` and gives its gradient)."""
         w = tf.reshape(tf.cast(self.kernel, x.dtype), [self.nx, self.nf])
-        return tf.nn.bias_add(tf.matmul(x, w), tf.cast(self.b, x.dtype))
+        out = tf.matmul(x, w)
+        return tf.nn.bias_add(out, tf.cast(self.b, x.dtype)) if with_bias else out
 
     def get_config(self) -> dict:
         return {**super().get_config(), "nf": self.nf, "nx": self.nx}

@@ -10,6 +10,7 @@ from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling import lora
 from bert_tf.modeling.dropout import BertDropout
 from bert_tf.modeling.embeddings import truncated_normal
+from bert_tf.modeling.fused import attention_softmax_dropout
 from bert_tf.modeling.serialization import init_kwargs_from_saved, register
 
 # The original adds (1 - mask) * -10000 to the attention logits of masked keys.
@@ -101,7 +102,7 @@ class BertSelfAttention(keras.layers.Layer):
         return tuple(tf.reshape(t, shape) for t in tf.split(out, len(denses), axis=0))
 
     def call(self, hidden_states: tf.Tensor, mask_adder: tf.Tensor, training: bool | None = None,
-             return_probs: bool = False, queries: tf.Tensor | None = None):
+             return_probs: bool = False, queries: tf.Tensor | None = None, fused: bool = False):
         """Attends every position (or only the rows `queries`) to every unmasked position.
 
         Args:
@@ -124,9 +125,14 @@ class BertSelfAttention(keras.layers.Layer):
             k, v = self._heads(hidden_states, (self.key, self.value), False, training)
             (q,) = self._heads(queries, (self.query,), True, training)
         scores = tf.matmul(q, k, transpose_b=True)  # [B, N, S, S], already scaled
-        scores = scores + tf.cast(mask_adder, scores.dtype)
-        probs = tf.nn.softmax(scores, axis=-1)
-        dropped = self.dropout(probs, training=training)
+        if fused and training:
+            dropped, probs = attention_softmax_dropout(
+                scores, mask_adder, self.dropout.keep_mask(scores, training),
+                self.dropout.keep_scale, return_probs=True)
+        else:
+            scores = scores + tf.cast(mask_adder, scores.dtype)
+            probs = tf.nn.softmax(scores, axis=-1)
+            dropped = self.dropout(probs, training=training)
         context = tf.matmul(dropped, v)  # [B, N, S, D]
         context = tf.transpose(context, [0, 2, 1, 3])
         batch, seq = tf.shape(context)[0], tf.shape(context)[1]

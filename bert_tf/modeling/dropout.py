@@ -128,17 +128,30 @@ class BertDropout(keras.layers.Dropout):
         65536 / (65536 - threshold), dropped ones 0; None when nothing is dropped (inference,
         rate 0). Draws from the layer's stream as `call` does (one draw per call), so a caller
         that applies the mask itself (e.g. `bert_tf.modeling.fused`) keeps the same masks."""
+        keep = self.keep_mask(inputs, training)
+        if keep is None:
+            return None
+        return tf.where(keep, tf.constant(self.keep_scale, inputs.dtype),
+                        tf.constant(0, inputs.dtype))
+
+    @property
+    def keep_scale(self) -> float:
+        """The factor of kept elements, 65536 / (65536 - threshold) (0 when all are dropped)."""
+        return LEVELS / (LEVELS - self.threshold) if self.threshold < LEVELS else 0.0
+
+    def keep_mask(self, inputs: tf.Tensor, training=False) -> tf.Tensor | None:
+        """bool, inputs' shape: the elements `call` keeps (`scale_mask` is `keep_scale` there,
+        0 elsewhere), from one draw of the layer's stream, as `call` makes; None when nothing
+        is dropped. For fused kernels that apply the mask themselves (`bert_tf.modeling.fused`:
+        1 byte per element read instead of the float mask)."""
         if not training or self.threshold == 0:
             return None
         if self.threshold >= LEVELS:
-            return tf.zeros_like(inputs)
+            return tf.zeros_like(inputs, tf.bool)
         seed = next_stateless_seed(self.seed_generator)
         if padding_active():  # the padded batch's mask, cut to this batch's length
-            keep = padded_batch_mask(inputs, lambda shape: self._keep(seed, shape))
-        else:
-            keep = self._keep(seed, tf.shape(inputs), tf.size(inputs))
-        scale = LEVELS / (LEVELS - self.threshold)
-        return tf.where(keep, tf.constant(scale, inputs.dtype), tf.constant(0, inputs.dtype))
+            return padded_batch_mask(inputs, lambda shape: self._keep(seed, shape))
+        return self._keep(seed, tf.shape(inputs), tf.size(inputs))
 
     def _keep(self, seed: tf.Tensor, shape: tf.Tensor, size: tf.Tensor | None = None) -> tf.Tensor:
         """bool `shape`: the elements kept by the stream of `seed` (this replica's slice)."""

@@ -46,8 +46,12 @@ class BertEmbeddings(keras.layers.Layer):
     def build(self, input_shape=None) -> None:
         c = self.config
         init = truncated_normal(c)
+        # autocast=False: read in float32 under a 16-bit policy, so that `call` casts only the
+        # gathered rows (not the whole [vocab_size, H] table; the masked-LM head casts the table
+        # it multiplies by, once per step).
         self.word_embeddings = self.add_weight(
-            name="word_embeddings", shape=(c.vocab_size, c.hidden_size), initializer=init)
+            name="word_embeddings", shape=(c.vocab_size, c.hidden_size), initializer=init,
+            autocast=False)
         self.token_type_embeddings = self.add_weight(
             name="token_type_embeddings", shape=(c.type_vocab_size, c.hidden_size), initializer=init)
         self.position_embeddings = self.add_weight(
@@ -75,7 +79,7 @@ class BertEmbeddings(keras.layers.Layer):
         # "Incompatible shapes").
         with tf.control_dependencies([check] if check is not None else []):
             seq_len = tf.shape(input_word_ids)[1]
-        word = tf.gather(self.word_embeddings, input_word_ids)
+        word = tf.cast(tf.gather(self.word_embeddings, input_word_ids), self.compute_dtype)
         # A one-hot matmul, as the original: same values as a gather, but its gradient is dense,
         # which the global-norm clipping sees differently from a gather's IndexedSlices.
         one_hot = tf.one_hot(input_type_ids, self.config.type_vocab_size,

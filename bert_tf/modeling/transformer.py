@@ -4,13 +4,13 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from bert_tf.modeling.activations import gelu, gelu_xla, get_activation
+from bert_tf.modeling.activations import gelu, get_activation
 from bert_tf.modeling.attention import BertSelfAttention
 from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling import lora
 from bert_tf.modeling.dropout import BertDropout
 from bert_tf.modeling.embeddings import layer_norm, truncated_normal
-from bert_tf.modeling.fused import dropout_residual_layer_norm
+from bert_tf.modeling.fused import bias_gelu, dropout_residual_layer_norm
 from bert_tf.modeling.serialization import init_kwargs_from_saved, register
 
 
@@ -22,10 +22,12 @@ class BertTransformerBlock(keras.layers.Layer):
     `attention/output/dense`, `attention/output/LayerNorm`, `intermediate/dense` [H, I],
     `output/dense` [I, H], `output/LayerNorm`.
 
-    `xla_gelu_in_training=True`: when `training` is true, computes the FFN's GELU with `gelu_xla`
-    and each dropout + residual + LayerNorm with `fused.dropout_residual_layer_norm` (XLA kernels;
-    same masks, same values up to float rounding, fewer passes on CPU); inference always uses the
-    plain op pattern.
+    `xla_gelu_in_training=True`: when `training` is true, computes the FFN's bias + GELU with
+    `fused.bias_gelu`, the attention's mask + softmax + dropout with
+    `fused.attention_softmax_dropout` and each bias + dropout + residual + LayerNorm with
+    `fused.dropout_residual_layer_norm` (XLA kernels whose backward also gives the bias
+    gradients; same masks, same values up to float rounding, fewer passes on CPU); inference
+    always uses the plain op pattern.
     """
 
     def __init__(self, config: BertConfig, xla_gelu_in_training: bool = False, **kwargs):
@@ -84,48 +86,56 @@ class BertTransformerBlock(keras.layers.Layer):
             residual = tf.gather(hidden_states, tf.cast(query_positions, tf.int32), batch_dims=1)
         shape = tf.shape(residual)
         flat_input = tf.reshape(residual, [-1, self.hidden_size])
+        fused = bool(training) and self.xla_gelu_in_training
         attended = self.attention(hidden_states, mask_adder, training=training,
                                   return_probs=return_probs,
-                                  queries=None if query_positions is None else residual)
+                                  queries=None if query_positions is None else residual,
+                                  fused=fused)
         if return_probs:
             attended, probs = attended
         attended = tf.reshape(attended, [-1, self.hidden_size])
-        fused = bool(training) and self.xla_gelu_in_training
-        projected = dense_2d(attended, self.attention_output, training)
-        attention_output = self._dropout_residual_layer_norm(
-            projected, flat_input, self.attention_dropout, self.attention_layer_norm, training,
-            fused)
+        attention_output = self._dense_dropout_residual_layer_norm(
+            attended, self.attention_output, flat_input, self.attention_dropout,
+            self.attention_layer_norm, training, fused)
         activation = self.intermediate.activation
         if fused and activation is gelu:
-            activation = gelu_xla
-        intermediate = activation(dense_2d(attention_output, self.intermediate, training))
-        projected = dense_2d(intermediate, self.output_dense, training)
-        layer_output = self._dropout_residual_layer_norm(
-            projected, attention_output, self.output_dropout, self.output_layer_norm, training,
-            fused)
+            intermediate = bias_gelu(dense_2d(attention_output, self.intermediate, training,
+                                              with_bias=False),
+                                     self.intermediate.bias)
+        else:
+            intermediate = activation(dense_2d(attention_output, self.intermediate, training))
+        layer_output = self._dense_dropout_residual_layer_norm(
+            intermediate, self.output_dense, attention_output, self.output_dropout,
+            self.output_layer_norm, training, fused)
         layer_output = tf.reshape(layer_output, shape)
         if return_probs:
             return layer_output, probs
         return layer_output
 
     @staticmethod
-    def _dropout_residual_layer_norm(x, residual, dropout, norm, training, fused):
-        """norm(dropout(x) + residual) for x, residual [rows, H]; with `fused`, as the two XLA
-        kernels of `dropout_residual_layer_norm` (same mask, same values up to rounding)."""
+    def _dense_dropout_residual_layer_norm(x, dense, residual, dropout, norm, training, fused):
+        """norm(dropout(dense(x)) + residual) for x [rows, in], residual [rows, H]; with `fused`,
+        the bias add, dropout, residual sum and LayerNorm are the two XLA kernels of
+        `dropout_residual_layer_norm` (same mask, same values up to rounding; the bias gradient
+        from its backward kernel)."""
         if not fused:
-            return norm(dropout(x, training=training) + residual)
-        return dropout_residual_layer_norm(x, dropout.scale_mask(x, training), residual,
-                                           norm.gamma, norm.beta, norm.epsilon)
+            return norm(dropout(dense_2d(x, dense, training), training=training) + residual)
+        projected = dense_2d(x, dense, training, with_bias=False)
+        return dropout_residual_layer_norm(projected, dropout.keep_mask(projected, training),
+                                           residual, norm.gamma, norm.beta, norm.epsilon,
+                                           bias=dense.bias, keep_scale=dropout.keep_scale)
 
 
-def dense_2d(x: tf.Tensor, layer: keras.layers.Dense, training: bool | None = None
-             ) -> tf.Tensor:
+def dense_2d(x: tf.Tensor, layer: keras.layers.Dense, training: bool | None = None,
+             with_bias: bool = True) -> tf.Tensor:
     """x [rows, in] @ kernel [in, out] + bias, without the layer's activation: [rows, out].
 
     With LoRA adapter dropout while training, `lora.adapter_term` (the adapters on the
     dropped-out input) is added to the base matmul; otherwise the one matmul by `layer.kernel`
-    (the adapted kernel under LoRA)."""
-    out = tf.nn.bias_add(tf.matmul(x, tf.cast(lora.layer_kernel(layer, training), x.dtype)),
-                         tf.cast(layer.bias, x.dtype))
+    (the adapted kernel under LoRA). `with_bias=False`: the bias is left to the caller (a fused
+    kernel that adds it and gives its gradient)."""
+    out = tf.matmul(x, tf.cast(lora.layer_kernel(layer, training), x.dtype))
+    if with_bias:
+        out = tf.nn.bias_add(out, tf.cast(layer.bias, x.dtype))
     adapter = lora.adapter_term(x, layer, training)
     return out if adapter is None else out + adapter

@@ -1,5 +1,6 @@
-"""The training-only fused paths (`bert_tf.modeling.fused`: dropout + residual + LayerNorm as two
-XLA kernels) compute what the op-by-op path computes, with the same dropout masks.
+"""The training-only fused paths (`bert_tf.modeling.fused`: bias + dropout + residual + LayerNorm,
+bias + GELU, scale + mask + softmax + dropout, each as two XLA kernels) compute what the op-by-op
+path computes, with the same dropout masks.
 
 Tolerances: float32 paths differ only in the order of the reductions (mean, variance, the
 gradient's sums over 24-64 rows or features; XLA's order against TensorFlow's kernels, which may
@@ -28,7 +29,10 @@ from bert_tf.gpt.config import GptConfig
 from bert_tf.gpt.dropout import GptDropout
 from bert_tf.modeling import BertConfig
 from bert_tf.modeling.dropout import BertDropout
-from bert_tf.modeling.fused import dropout_residual_layer_norm
+from bert_tf.gpt.attention import causal_mask_scores
+from bert_tf.modeling.activations import gelu
+from bert_tf.modeling.fused import (attention_softmax_dropout, bias_gelu,
+                                    dropout_residual_layer_norm)
 from bert_tf.modeling.transformer import BertTransformerBlock
 
 BENCH = pathlib.Path(__file__).resolve().parents[2] / "bench" / "profile_train_step.py"
@@ -112,6 +116,137 @@ def test_scale_mask_is_the_mask_call_applies(layer_cls):
     np.testing.assert_array_equal(x * mask, called)
     assert b.scale_mask(x, training=False) is None
     assert layer_cls(0.0).scale_mask(x, training=True) is None
+
+
+@pytest.mark.parametrize("layer_cls", [BertDropout, GptDropout])
+def test_keep_mask_is_the_scale_mask(layer_cls):
+    """`keep_mask` draws the elements `scale_mask` keeps (same stream position), scaled by
+    `keep_scale`."""
+    x = tf.random.stateless_normal([4, 8, 16], seed=[1, 2])
+    a, b = layer_cls(0.1, seed=5), layer_cls(0.1, seed=5)
+    mask = a.scale_mask(x, training=True)
+    keep = b.keep_mask(x, training=True)
+    assert keep.dtype == tf.bool
+    np.testing.assert_array_equal(tf.where(keep, tf.constant(b.keep_scale, x.dtype), 0.0), mask)
+    assert b.keep_mask(x, training=False) is None
+    assert layer_cls(0.0).keep_mask(x, training=True) is None
+
+
+def _grads(fn, inputs, upstream):
+    with tf.GradientTape() as tape:
+        tape.watch(inputs)
+        y = fn(*inputs)
+        loss = tf.reduce_sum(tf.cast(y, tf.float32) * upstream)
+    return [y, *tape.gradient(loss, inputs)]
+
+
+def test_bias_layer_norm_and_bool_mask_float32():
+    """With `bias`, the fused LayerNorm adds it and gives its gradient (what BiasAdd and its
+    BiasAddGrad give); a bool keep mask with its scale gives exactly the float mask's results."""
+    x, mask, residual, gamma, beta = _inputs(tf.float32)
+    bias = tf.constant(np.random.default_rng(2).normal(size=32), tf.float32)
+    upstream = tf.constant(np.random.default_rng(1).normal(size=x.shape), tf.float32)
+    inputs = [x, residual, gamma, beta, bias]
+    plain = _grads(lambda x, r, g, b, c: _plain(tf.nn.bias_add(x, c), mask, r, g, b, 1e-12),
+                   inputs, upstream)
+    fused = _grads(lambda x, r, g, b, c: dropout_residual_layer_norm(x, mask, r, g, b, 1e-12,
+                                                                      bias=c), inputs, upstream)
+    for a, b in zip(plain, fused):
+        assert_close_f32(b, a)
+    keep = tf.not_equal(mask, 0.0)
+    scale = float(np.max(mask))
+    with_keep = _grads(lambda x, r, g, b, c: dropout_residual_layer_norm(
+        x, keep, r, g, b, 1e-12, bias=c, keep_scale=scale), inputs, upstream)
+    for a, b in zip(fused, with_keep):
+        np.testing.assert_array_equal(b, a)
+    with pytest.raises(ValueError, match="keep_scale"):
+        dropout_residual_layer_norm(x, keep, residual, gamma, beta, 1e-12)
+
+
+def test_bias_gelu_float32_values_and_gradients():
+    rng = np.random.default_rng(3)
+    h = tf.constant(rng.normal(size=(24, 64)) * 2.0, tf.float32)
+    bias = tf.constant(rng.normal(size=64), tf.float32)
+    upstream = tf.constant(rng.normal(size=(24, 64)), tf.float32)
+    plain = _grads(lambda h, b: gelu(tf.nn.bias_add(h, b)), [h, bias], upstream)
+    fused = _grads(bias_gelu, [h, bias], upstream)
+    for a, b in zip(plain, fused):
+        assert_close_f32(b, a)
+
+
+def test_bias_gelu_bfloat16_within_one_ulp():
+    rng = np.random.default_rng(4)
+    h = tf.cast(rng.normal(size=(24, 64)) * 2.0, tf.bfloat16)
+    bias = tf.cast(rng.normal(size=64), tf.bfloat16)
+    upstream = tf.constant(rng.normal(size=(24, 64)), tf.float32)
+    plain = _grads(lambda h, b: gelu(tf.nn.bias_add(h, b)), [h, bias], upstream)
+    fused = _grads(bias_gelu, [h, bias], upstream)
+    assert fused[0].dtype == tf.bfloat16 and fused[2].dtype == tf.bfloat16
+    # y and dh are elementwise: one bf16 ulp. The bias gradient sums 24 rows of bf16 terms (the
+    # plain BiasAddGrad rounds per its own order): one ulp of the largest absolute row sum.
+    for a, b in zip(plain[:2], fused[:2]):
+        a, b = (tf.cast(t, tf.float32).numpy() for t in (a, b))
+        np.testing.assert_allclose(b, a, rtol=BF16_RTOL, atol=BF16_RTOL * np.max(np.abs(a)))
+    a, b = (tf.cast(t, tf.float32).numpy() for t in (plain[2], fused[2]))
+    scale = np.sum(np.abs(tf.cast(plain[1], tf.float32).numpy()), axis=0)
+    assert np.all(np.abs(b - a) <= BF16_RTOL * (np.abs(a) + scale))
+
+
+def _scores(dtype, shape=(2, 3, 8, 8), seed=5):
+    rng = np.random.default_rng(seed)
+    scores = tf.cast(rng.normal(size=shape) * 3.0, dtype)
+    keep = tf.constant(rng.random(shape) >= 0.1)
+    return scores, keep
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.bfloat16])
+def test_attention_softmax_dropout_bert(dtype):
+    """BERT's additive key mask, softmax and dropout mask as the XLA kernels against the
+    attention layer's ops (float32: rounding; bfloat16: one ulp of the probabilities)."""
+    scores, keep = _scores(dtype)
+    scale = 1.0 / 0.9
+    mask = tf.where(keep, tf.constant(scale, dtype), tf.constant(0.0, dtype))
+    input_mask = tf.constant([[1] * 8, [1] * 5 + [0] * 3])
+    adder = tf.cast((1.0 - tf.cast(input_mask, tf.float32)) * -10000.0, dtype)[:, None, None, :]
+    upstream = tf.constant(np.random.default_rng(6).normal(size=scores.shape), tf.float32)
+    plain = _grads(lambda s: tf.nn.softmax(s + adder, axis=-1) * mask, [scores], upstream)
+    fused = _grads(lambda s: attention_softmax_dropout(s, adder, keep, scale), [scores],
+                   upstream)
+    floats = lambda t: tf.cast(t, tf.float32).numpy()  # noqa: E731
+    if dtype == tf.float32:
+        for a, b in zip(plain, fused):
+            assert_close_f32(b, a)
+        with_float_mask = _grads(lambda s: attention_softmax_dropout(s, adder, mask), [scores],
+                                 upstream)
+        for a, b in zip(fused, with_float_mask):
+            np.testing.assert_array_equal(b, a)
+    else:
+        assert fused[0].dtype == tf.bfloat16
+        np.testing.assert_allclose(floats(fused[0]), floats(plain[0]), rtol=BF16_RTOL,
+                                   atol=BF16_RTOL * scale)
+        # The gradient: the plain path's SoftmaxGrad rounds its row sum and products to bf16.
+        a, b = floats(plain[1]), floats(fused[1])
+        np.testing.assert_allclose(b, a, rtol=0, atol=4 * BF16_RTOL * np.max(np.abs(a)))
+    # The padded keys get no probability.
+    assert np.all(floats(fused[0])[1, :, :, 5:] == 0)
+
+
+def test_attention_softmax_dropout_gpt_causal():
+    """GPT-1's scale, causal mask (w·b − 1e9·(1 − b)), softmax and dropout."""
+    scores, keep = _scores(tf.float32, seed=7)
+    scale = 1.0 / 0.9
+    mask = tf.where(keep, scale, 0.0)
+    upstream = tf.constant(np.random.default_rng(8).normal(size=scores.shape), tf.float32)
+
+    def plain_fn(w):
+        return tf.nn.softmax(causal_mask_scores(w * tf.math.rsqrt(16.0))) * mask
+
+    plain = _grads(plain_fn, [scores], upstream)
+    fused = _grads(lambda w: attention_softmax_dropout(w, None, keep, scale, head_size=16,
+                                                       causal=True), [scores], upstream)
+    for a, b in zip(plain, fused):
+        assert_close_f32(b, a)
+    assert np.all(np.triu(fused[0].numpy()[0, 0], 1) == 0)
 
 
 def _same_streams(layers_a, layers_b):
