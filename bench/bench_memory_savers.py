@@ -16,6 +16,9 @@ slots and the step's activations), `rss_before_step_mb` (after building the mode
 before the first step) and their difference `step_peak_mb`, and `step_ms` (median). The three
 cases train on the same examples with the same update (accumulation: the same update up to
 float rounding). Step times need a quiet machine; nothing is asserted. stdout: one JSON object.
+`--out_dir DIR`: each case's result is written as DIR/<case>.json when it finishes (with the
+load average then) and reused by a re-run with the same settings, so a killed bench keeps the
+cases it finished.
 """
 from __future__ import annotations
 
@@ -100,6 +103,8 @@ def main() -> None:
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--cases", default=",".join(CASES))
+    parser.add_argument("--out_dir", default=None,
+                        help="each finished case as DIR/<case>.json, reused by a re-run")
     parser.add_argument("--worker", choices=tuple(CASES), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -113,17 +118,31 @@ def main() -> None:
               ("layers", "hidden", "heads", "intermediate", "vocab", "batch", "seq", "steps")]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(HERE.parent), os.environ.get("PYTHONPATH", "")]))
+    config = {k: getattr(args, k) for k in
+              ("layers", "hidden", "heads", "intermediate", "vocab", "batch", "seq", "steps")}
     for case in args.cases.split(","):
+        path = os.path.join(args.out_dir, f"{case}.json") if args.out_dir else None
+        if path and os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                saved = json.load(f)
+            if saved.get("config") != config:
+                sys.exit(f"--out_dir: {path} was measured with {saved.get('config')}, not "
+                         f"{config}; use another --out_dir")
+            results.append(saved["result"])
+            continue
         proc = subprocess.run([sys.executable, __file__, f"--worker={case}", *shared],
                               capture_output=True, text=True, env=env)
         if proc.returncode:
             sys.exit(f"case {case} failed:\n{proc.stderr[-3000:]}")
         results.append(json.loads(proc.stdout.strip().splitlines()[-1]))
-    print(json.dumps({"bench": "memory_savers", "host": cpu_description(),
-                      "config": {k: getattr(args, k) for k in
-                                 ("layers", "hidden", "heads", "intermediate", "vocab", "batch",
-                                  "seq", "steps")},
-                      "results": results}, indent=1))
+        results[-1]["load_average_at_end"] = os.getloadavg()
+        if path:
+            os.makedirs(args.out_dir, exist_ok=True)
+            with open(path + ".tmp", "w", encoding="utf-8") as f:
+                json.dump({"config": config, "result": results[-1]}, f)
+            os.replace(path + ".tmp", path)
+    print(json.dumps({"bench": "memory_savers", "host": cpu_description(), "config": config,
+                      "load_average": os.getloadavg(), "results": results}, indent=1))
 
 
 if __name__ == "__main__":
