@@ -70,6 +70,8 @@ def categorize(op_name: str, op_type: str) -> str:
             return "loss"
         if "layer_norm" in name or "layernorm" in name or "fused_ln" in name:
             return "layer_norm"
+        if "fused_softmax" in name:  # bert_tf.modeling.fused.attention_softmax_dropout
+            return "softmax"
         return "xla"
     if _MATMUL.search(op_type):
         return "matmul"

@@ -338,6 +338,8 @@ def test_profile_categories():
         "layer_norm"
     assert cat("while/bert/layer_0/fused_ln/PartitionedCall", "XlaCluster") == "layer_norm"
     assert cat("while/bert/layer_0/gelu_xla/PartitionedCall", "XlaCluster") == "gelu"
+    assert cat("while/bert/layer_0/self/fused_softmax/PartitionedCall", "XlaCluster") == \
+        "softmax"
     assert cat("while/PartitionedCall_3", "XlaCluster") == "xla"
     assert cat("while/bert/layer_0/self/dropout/StatelessRandomUniformFullIntV2",
                "StatelessRandomUniformFullIntV2") == "dropout_rng"
