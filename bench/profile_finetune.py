@@ -6,6 +6,7 @@ train step and of one `predict_arrays` call, from the TF profiler (issue 35).
   python bench/profile_finetune.py --tasks classifier --modes predict --predict_jit 0,1
   python bench/profile_finetune.py --onednn 1,0                      # TF_ENABLE_ONEDNN_OPTS A/B
   python bench/profile_finetune.py --modes train --fused 0,1         # fused_kernels A/B
+  python bench/profile_finetune.py --modes train_alternating --steps 6  # the same, one process
   git worktree add /tmp/before <commit>
   python bench/profile_finetune.py --compare_with /tmp/before        # same-run A/B ratios
 
@@ -20,6 +21,9 @@ Modes, each the code path the bench times:
     0.1) in one `tf.function` with a dynamic sequence axis, on batches of `--batch` cut to
     their longest example rounded up to 8 (what `train_model` runs by default); `--fused 1`
     with `make_train_step(fused_kernels=True)` (`FinetuneOptions.fused_kernels`);
+  * train_alternating: both train steps (op-by-op and fused) on one model in one process,
+    one step each per round in alternating order for `--steps` rounds, no profiler: per-round
+    wall ratios op-by-op / fused (what a loaded machine disturbs least);
   * predict: one `predict_arrays(model, inputs, --predict_batch, ["logits"])` call on
     `--predict_examples` examples (length-bucketed, the default), after an untimed call that
     traces (the function is cached with the model, so the profiled call runs no trace);
@@ -82,8 +86,9 @@ def build_model(task: str):
     return cls(config, num_labels=NUM_LABELS[task]).build_from_config_shapes()
 
 
-def build_train(args, model, arrays):
-    """-> run() doing one train step on the next cut batch."""
+def build_train(args, model, arrays, fused: bool | None = None):
+    """-> run() doing one train step on the next cut batch (`fused`: `make_train_step`'s
+    fused_kernels, by default `--fused`)."""
     import tensorflow as tf
 
     from bert_tf.tasks.classifier import classification_loss
@@ -99,7 +104,8 @@ def build_train(args, model, arrays):
         lambda outputs, batch: classification_loss(outputs["logits"], batch["label_ids"]))
     seq = arrays["input_mask"].shape[1]
     step_fn = make_train_step(model, optimizer, loss_fn, padded_length=seq,
-                              length_key="input_mask", fused_kernels=bool(int(args.fused)))
+                              length_key="input_mask",
+                              fused_kernels=bool(int(args.fused)) if fused is None else fused)
     signature = {k: tf.TensorSpec([None, None] if v.ndim == 2 else [None], tf.as_dtype(v.dtype))
                  for k, v in arrays.items()}
     step = tf.function(step_fn, input_signature=[signature])
@@ -150,6 +156,30 @@ def build_predict(args, model, arrays):
     return run
 
 
+def alternate_fused(args, model, arrays) -> dict:
+    """--modes train_alternating: the op-by-op and the fused train step of one model in this
+    process, one step each per round in alternating order (no profiler): per-round wall ratios
+    op-by-op / fused, which a loaded machine disturbs less than two processes' figures."""
+    import time
+
+    runs = {"op_by_op": build_train(args, model, arrays, fused=False),
+            "fused": build_train(args, model, arrays, fused=True)}
+    for run in runs.values():
+        for _ in range(args.warmup):
+            run()
+    seconds = {k: [] for k in runs}
+    for r in range(args.steps):
+        for name in (list(runs) if r % 2 == 0 else list(reversed(runs))):
+            start = time.perf_counter()
+            runs[name]()
+            seconds[name].append(time.perf_counter() - start)
+    ratios = [a / b for a, b in zip(seconds["op_by_op"], seconds["fused"])]
+    return {"per": "train step, one per round and variant",
+            "ratio_op_by_op_over_fused_per_round": [round(x, 3) for x in ratios],
+            "ratio_median": round(sorted(ratios)[len(ratios) // 2], 3),
+            "wall_ms_per_round": {k: [round(x * 1e3) for x in v] for k, v in seconds.items()}}
+
+
 def worker(args: argparse.Namespace) -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
@@ -162,6 +192,12 @@ def worker(args: argparse.Namespace) -> None:
     n = max(args.predict_examples, args.batch * (args.warmup + args.steps))
     arrays = make_arrays(args.task, n, args.seq, args.min_length)
     model = build_model(args.task)
+    if args.mode == "train_alternating":
+        print(json.dumps({"bert_tf": os.path.dirname(os.path.dirname(bert_tf.__file__)),
+                          "loadavg_1_before": round(os.getloadavg()[0], 2),
+                          **alternate_fused(args, model, arrays),
+                          "loadavg_1_after": round(os.getloadavg()[0], 2)}))
+        return
     run = (build_train if args.mode == "train" else build_predict)(args, model, arrays)
     calls = args.steps if args.mode == "train" else 1
     for _ in range(args.warmup if args.mode == "train" else 1):
@@ -220,7 +256,9 @@ def main() -> None:
     ap.add_argument("--task", default="classifier", help=argparse.SUPPRESS)
     ap.add_argument("--mode", default="train", help=argparse.SUPPRESS)
     ap.add_argument("--tasks", default="classifier,token", help="comma list: classifier, token")
-    ap.add_argument("--modes", default="train,predict", help="comma list: train, predict")
+    ap.add_argument("--modes", default="train,predict",
+                    help="comma list: train, predict, train_alternating (the op-by-op and the "
+                         "fused train step alternating in one process, --steps rounds)")
     ap.add_argument("--predict_jit", default="0", help="comma list of 0 (XLA off), 1 (XLA on)")
     ap.add_argument("--onednn", default="default",
                     help="comma list of TF_ENABLE_ONEDNN_OPTS values (default, 1, 0); two "
@@ -245,7 +283,7 @@ def main() -> None:
         worker(args)
         return
     tasks = _list(ap, args.tasks, NUM_LABELS, "tasks")
-    modes = _list(ap, args.modes, ("train", "predict"), "modes")
+    modes = _list(ap, args.modes, ("train", "predict", "train_alternating"), "modes")
     jits = [int(j) for j in _list(ap, args.predict_jit, ("0", "1"), "predict_jit")]
     onednn = _list(ap, args.onednn, ("default", "0", "1"), "onednn")
     fused = [int(f) for f in _list(ap, args.fused, ("0", "1"), "fused")]
@@ -264,8 +302,10 @@ def main() -> None:
             for j in (jits if m == "predict" else [0])]
     for i, case in enumerate(plan):
         order = sides if i % 2 == 0 else list(reversed(sides))
+        if case["mode"] == "train_alternating":  # its own A/B, in one process
+            order = [("this", "default", 0)]
         got = {_side_name(side): run_worker(trees[side[0]], side, case, args) for side in order}
-        if len(sides) == 2:
+        if len(sides) == 2 and case["mode"] != "train_alternating":
             a, b = (got[_side_name(side)] for side in sides)
             got["ratio_b_over_a"] = {c: round(b["op_ms_by_category"][c] /
                                               a["op_ms_by_category"][c], 3)
