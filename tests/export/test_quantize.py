@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.export.quantize import (ACTIVATION_MAX, WEIGHT_MAX, Int8Kernel, Int8WeightDense,
-                                     QuantizationError, quantize_int8_weights)
+from bert_tf.export.quantize import (ACTIVATION_MAX, INT8_MATMUL_OP, WEIGHT_MAX, Int8Kernel,
+                                     Int8WeightDense, QuantizationError, quantize_int8_weights)
 from bert_tf.modeling import BertClassifier, BertConfig
 from mrpc_rows import mrpc_dev_rows, pack_pairs
 
@@ -63,7 +63,7 @@ def test_kernels_become_int8_and_outputs_stay_close(compute):
     ops = {op.type for op in graph.get_operations()}
     # int8: the encoder's matmuls are integer ones (per block: the fused query/key/value, the
     # attention output, the intermediate, the output; + the pooler); float: none is
-    assert (sum(op.type == "QuantizedMatMulWithBias" for op in graph.get_operations()) ==
+    assert (sum(op.type == INT8_MATMUL_OP for op in graph.get_operations()) ==
             (4 * CONFIG.num_hidden_layers + 1 if compute == "int8" else 0)), sorted(ops)
 
 
@@ -99,7 +99,7 @@ def test_int8_matmul_is_the_exact_integer_product():
 
 @pytest.mark.long
 def test_without_onednn_int8_maths_is_refused_in_one_line():
-    """TF_ENABLE_ONEDNN_OPTS=0: QuantizedMatMulWithBias has no kernel; quantizing says so."""
+    """TF_ENABLE_ONEDNN_OPTS=0: the int8 matmul op has no kernel; quantizing says so."""
     code = ("from bert_tf.export.quantize import quantize_int8_weights, QuantizationError\n"
             "from bert_tf.modeling import BertClassifier, BertConfig\n"
             "m = BertClassifier(BertConfig(vocab_size=9, hidden_size=8, num_hidden_layers=1, "
@@ -114,7 +114,7 @@ def test_without_onednn_int8_maths_is_refused_in_one_line():
                               os.path.dirname(os.path.abspath(__file__)))))
     assert proc.returncode == 0, proc.stderr[-3000:]
     refused = [line for line in proc.stdout.splitlines() if line.startswith("REFUSED")]
-    assert refused and "QuantizedMatMulWithBias" in refused[0], proc.stdout
+    assert refused and INT8_MATMUL_OP in refused[0], proc.stdout
     assert "compute='float'" in refused[0]
     assert "FLOAT 7" in proc.stdout  # compute="float" still works: one block's 6 + the pooler
 
