@@ -165,7 +165,7 @@ def _fine_tuned(args, task, tokenizer, train):
                 print(f"{task} epoch {epoch} step {i}/{steps_per_epoch} loss {float(loss):.4f} "
                       f"{time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(".partial.h5")
+    partial = path.with_name(path.name.replace(".weights.h5", ".partial.weights.h5"))
     model.save_weights(str(partial))
     os.replace(partial, path)
     return str(path), {**recipe, "seconds": round(time.perf_counter() - t)}
