@@ -64,6 +64,10 @@ class GptAttention(keras.layers.Layer):
     """
 
     cache_write = "dynamic_update_slice"
+    # `project(fused=True)` computes the scale + causal mask + softmax + dropout as
+    # `fused.attention_softmax_dropout` only when this is set (not saved). Off: on CPU, XLA's
+    # softmax measured slower than oneDNN's (docs/performance.md).
+    fused_attention_softmax = False
 
     def __init__(self, config: GptConfig | dict, **kwargs):
         super().__init__(**kwargs)
@@ -105,15 +109,17 @@ class GptAttention(keras.layers.Layer):
         probabilities with `return_probs`); `GptBlock` applies `resid_dropout`'s mask itself in
         its fused training path.
 
-        `fused` (training, no injected probability mask): the scale, causal mask, softmax and
-        dropout run as the XLA kernels of `bert_tf.modeling.fused.attention_softmax_dropout`
-        (the dropout layer's own keep mask; the same values up to float rounding).
+        `fused` (training, no injected probability mask, `fused_attention_softmax` set): the
+        scale, causal mask, softmax and dropout run as the XLA kernels of
+        `bert_tf.modeling.fused.attention_softmax_dropout` (the dropout layer's own keep mask;
+        the same values up to float rounding).
         `with_bias=False`: c_proj's output without its bias [N·S, n_embd] (flattened), for a
         fused kernel that adds it."""
         q, k, v = tf.split(self.c_attn(x), 3, axis=-1)
         q, v = self._split_heads(q), self._split_heads(v)
         k = tf.transpose(self._split_heads(k), [0, 1, 3, 2])  # [N, H, D, S], as the original
-        if fused and training and not self.probs_dropout.has_injected_mask:
+        if fused and training and self.fused_attention_softmax and \
+                not self.probs_dropout.has_injected_mask:
             w = tf.matmul(q, k)
             dropped, probs = attention_softmax_dropout(
                 w, None, self.probs_dropout.keep_mask(w, training),

@@ -98,8 +98,9 @@ class GptBlock(keras.layers.Layer):
         While training (unless a test injects the residual dropouts' masks), each
         `ln(residual + dropout(sublayer + bias))` runs as the two XLA kernels of
         `bert_tf.modeling.fused.dropout_residual_layer_norm` (the dropout layer's own mask; same
-        values up to float rounding), the attention's scale + causal mask + softmax + dropout as
-        `fused.attention_softmax_dropout` and the MLP's bias + GELU as `fused.bias_gelu`."""
+        values up to float rounding) and the MLP's bias + GELU as `fused.bias_gelu` (the
+        attention's softmax + dropout as `fused.attention_softmax_dropout` only with
+        `GptAttention.fused_attention_softmax`, off)."""
         fused = bool(training) and not (self.attn.resid_dropout.has_injected_mask
                                         or self.mlp.resid_dropout.has_injected_mask)
         if not fused:

@@ -22,7 +22,9 @@ LayerNormalization, GPT-1's `norm` and TensorFlow's softmax compute them. What d
 rounding only: XLA's order of the reductions (mean, variance, softmax sums, the gradients' row
 and column sums) and its exp/tanh. Used only while training, when `xla_gelu_in_training` is on
 (BERT; the pretraining trainer's default) and for GPT-1's blocks (always, as its GELU);
-inference keeps the plain op pattern, which needs no XLA.
+inference keeps the plain op pattern, which needs no XLA. `attention_softmax_dropout` is used
+only where `BertTransformerBlock.fused_attention_softmax` / `GptAttention.fused_attention_softmax`
+is set (off: on CPU XLA's softmax over [B, N, S, S] measured slower than oneDNN's).
 """
 from __future__ import annotations
 

@@ -23,12 +23,18 @@ class BertTransformerBlock(keras.layers.Layer):
     `output/dense` [I, H], `output/LayerNorm`.
 
     `xla_gelu_in_training=True`: when `training` is true, computes the FFN's bias + GELU with
-    `fused.bias_gelu`, the attention's mask + softmax + dropout with
-    `fused.attention_softmax_dropout` and each bias + dropout + residual + LayerNorm with
+    `fused.bias_gelu` and each bias + dropout + residual + LayerNorm with
     `fused.dropout_residual_layer_norm` (XLA kernels whose backward also gives the bias
-    gradients; same masks, same values up to float rounding, fewer passes on CPU); inference
-    always uses the plain op pattern.
+    gradients; same masks, same values up to float rounding, fewer passes on CPU), and with
+    the class attribute `fused_attention_softmax` also the attention's mask + softmax + dropout
+    with `fused.attention_softmax_dropout` (off); inference always uses the plain op pattern.
     """
+
+    # The attention's mask + softmax + dropout as `fused.attention_softmax_dropout` while
+    # training with `xla_gelu_in_training` (not saved). Off: on CPU, XLA's softmax over
+    # [B, N, S, S] measured slower than oneDNN's (fwd + bwd of [32, 4, 128, 128]: 2.0x the
+    # op-by-op time in float32, 1.27x in bfloat16; docs/performance.md).
+    fused_attention_softmax = False
 
     def __init__(self, config: BertConfig, xla_gelu_in_training: bool = False, **kwargs):
         super().__init__(**kwargs)
@@ -90,7 +96,7 @@ class BertTransformerBlock(keras.layers.Layer):
         attended = self.attention(hidden_states, mask_adder, training=training,
                                   return_probs=return_probs,
                                   queries=None if query_positions is None else residual,
-                                  fused=fused)
+                                  fused=fused and self.fused_attention_softmax)
         if return_probs:
             attended, probs = attended
         attended = tf.reshape(attended, [-1, self.hidden_size])

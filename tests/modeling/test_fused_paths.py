@@ -262,20 +262,23 @@ def _bert_block_run(block, x, mask_adder):
     return [y, *tape.gradient(loss, [x, *block.trainable_variables])]
 
 
-def test_bert_block_fused_training_path_equals_plain():
-    """xla_gelu_in_training (GELU and dropout + residual + LayerNorm as XLA kernels) against the
+@pytest.mark.parametrize("fused_softmax", [False, True])
+def test_bert_block_fused_training_path_equals_plain(fused_softmax):
+    """xla_gelu_in_training (bias + GELU and bias + dropout + residual + LayerNorm as XLA
+    kernels; with `fused_attention_softmax` also the attention's softmax + dropout) against the
     op-by-op block: same dropout masks, same outputs and gradients up to float32 rounding."""
     config = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=1,
                         num_attention_heads=2, intermediate_size=64)
     plain = BertTransformerBlock(config)
     fused = BertTransformerBlock(config, xla_gelu_in_training=True)
+    fused.fused_attention_softmax = fused_softmax
     plain.build(None)
     fused.build(None)
     fused.set_weights(plain.get_weights())
     dropouts = lambda b: (b.attention.dropout, b.attention_dropout, b.output_dropout)  # noqa: E731
     _same_streams(dropouts(plain), dropouts(fused))
     x = tf.random.stateless_normal([2, 8, 32], seed=[4, 5])
-    mask_adder = tf.zeros([2, 1, 1, 8])
+    mask_adder = tf.constant([[0.0] * 8, [0.0] * 6 + [-10000.0] * 2])[:, None, None, :]
     for a, b in zip(_bert_block_run(plain, x, mask_adder), _bert_block_run(fused, x, mask_adder)):
         assert_close_f32(b, a)
     # Inference is the plain op pattern on both.
@@ -311,10 +314,14 @@ def _gpt_block_runs(forwards, seed):
     return results
 
 
-def test_gpt_block_fused_training_path_equals_plain():
-    """GptBlock in training (fused dropout + residual + LayerNorm) against the op-by-op block
-    (the path it takes with injected masks): same masks, same values up to float32 rounding."""
+@pytest.mark.parametrize("fused_softmax", [False, True])
+def test_gpt_block_fused_training_path_equals_plain(fused_softmax):
+    """GptBlock in training (fused bias + dropout + residual + LayerNorm, bias + GELU; with
+    `fused_attention_softmax` also the attention's softmax + dropout) against the op-by-op
+    block (the path it takes with injected masks): same masks, same values up to float32
+    rounding."""
     def forwards(block):
+        block.attn.fused_attention_softmax = fused_softmax
         def op_by_op(x):
             a = block.attn(x, training=True)
             n = block.ln_1(x + a)
