@@ -114,3 +114,24 @@ def test_train_model_fused_option_matches(tmp_path):
         runs[fused] = [h["loss"] for h in train_model(_model(), arrays, _loss,
                                                       options)["history"]]
     np.testing.assert_allclose(runs[True], runs[False], rtol=1e-5, atol=0)
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("memory_saver", [{"gradient_accumulation_steps": 2},
+                                          {"recompute": True}])
+def test_fused_step_with_memory_savers(memory_saver):
+    """Gradient accumulation (the fused context in each micro-step) and activation
+    recomputation (`tf.recompute_grad` around fused blocks) give the op-by-op losses."""
+    from bert_tf.modeling.recompute import enable_recompute
+
+    def losses(fused):
+        model = _model()
+        if memory_saver.get("recompute"):
+            enable_recompute(model)
+        step = tf.function(make_train_step(
+            model, create_optimizer(LR, 100, 0), _loss, padded_length=SEQ,
+            length_key="input_mask", fused_kernels=fused,
+            gradient_accumulation_steps=memory_saver.get("gradient_accumulation_steps", 1)))
+        return [float(step(b)["loss"]) for b in _batches()]
+
+    np.testing.assert_allclose(losses(True), losses(False), rtol=1e-5, atol=0)
