@@ -34,13 +34,13 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.modeling.dropout import (LEVELS, dropout_threshold, keep_mask_16bit,
-                                      next_stateless_seed, padded_batch_mask, padding_active,
-                                      replica_index)
+from bert_tf.modeling.dropout import (LEVELS, ScaledKeepMask, dropout_threshold,
+                                      keep_mask_16bit, next_stateless_seed, padded_batch_mask,
+                                      padding_active, replica_index)
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class GptDropout(keras.layers.Dropout):
+class GptDropout(ScaledKeepMask, keras.layers.Dropout):
     """`keras.layers.Dropout` with 16-bit draws, whose keep mask can be replaced for a test and
     whose replicas draw their slices of one stream (see module docstring).
 
@@ -73,22 +73,6 @@ class GptDropout(keras.layers.Dropout):
             return inputs * scale * keep
         mask = self.scale_mask(inputs, training)
         return inputs if mask is None else inputs * mask
-
-    def scale_mask(self, inputs: tf.Tensor, training=False) -> tf.Tensor | None:
-        """The mask `call` multiplies `inputs` by (its own draw, not an injected one): inputs'
-        dtype and shape, kept elements 65536 / (65536 - threshold), dropped 0; None when nothing
-        is dropped. One draw from the layer's stream, as `call` makes, so a caller that applies
-        the mask itself (e.g. `bert_tf.modeling.fused`) keeps the same masks."""
-        keep = self.keep_mask(inputs, training)
-        if keep is None:
-            return None
-        return tf.where(keep, tf.constant(self.keep_scale, inputs.dtype),
-                        tf.constant(0, inputs.dtype))
-
-    @property
-    def keep_scale(self) -> float:
-        """The factor of kept elements, 65536 / (65536 - threshold) (0 when all are dropped)."""
-        return LEVELS / (LEVELS - self.threshold) if self.threshold < LEVELS else 0.0
 
     def keep_mask(self, inputs: tf.Tensor, training=False) -> tf.Tensor | None:
         """bool, inputs' shape: the elements `call` keeps with its own draw (`scale_mask` is

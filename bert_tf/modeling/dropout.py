@@ -95,8 +95,35 @@ def padded_batch_mask(inputs: tf.Tensor, draw: Callable[[tf.Tensor], tf.Tensor])
     return tf.cond(is_tokens, flattened_tokens, lambda: draw(shape))
 
 
+class ScaledKeepMask:
+    """The scale-or-zero mask of a dropout layer that draws bool keep masks (`BertDropout`,
+    `bert_tf.gpt.dropout.GptDropout`): the layer gives `keep_mask(inputs, training)` and
+    `threshold` (the 16-bit drop threshold)."""
+
+    threshold: int
+
+    def keep_mask(self, inputs: tf.Tensor, training=False) -> tf.Tensor | None:
+        raise NotImplementedError
+
+    @property
+    def keep_scale(self) -> float:
+        """The factor of kept elements, 65536 / (65536 - threshold) (0 when all are dropped)."""
+        return LEVELS / (LEVELS - self.threshold) if self.threshold < LEVELS else 0.0
+
+    def scale_mask(self, inputs: tf.Tensor, training=False) -> tf.Tensor | None:
+        """The mask `call` multiplies `inputs` by (the layer's own draw): inputs' dtype and
+        shape, kept elements `keep_scale`, dropped ones 0; None when nothing is dropped
+        (inference, rate 0). One draw from the layer's stream, as `call` makes, so a caller that
+        applies the mask itself (e.g. `bert_tf.modeling.fused`) keeps the same masks."""
+        keep = self.keep_mask(inputs, training)
+        if keep is None:
+            return None
+        return tf.where(keep, tf.constant(self.keep_scale, inputs.dtype),
+                        tf.constant(0, inputs.dtype))
+
+
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertDropout(keras.layers.Dropout):
+class BertDropout(ScaledKeepMask, keras.layers.Dropout):
     """`keras.layers.Dropout` (same arguments, seed handling and inference behaviour) whose mask
     comes from 16-bit random integers.
 
@@ -122,22 +149,6 @@ class BertDropout(keras.layers.Dropout):
     def call(self, inputs, training=False):
         mask = self.scale_mask(inputs, training)
         return inputs if mask is None else inputs * mask
-
-    def scale_mask(self, inputs: tf.Tensor, training=False) -> tf.Tensor | None:
-        """The mask `call` multiplies `inputs` by: inputs' dtype and shape, kept elements
-        65536 / (65536 - threshold), dropped ones 0; None when nothing is dropped (inference,
-        rate 0). Draws from the layer's stream as `call` does (one draw per call), so a caller
-        that applies the mask itself (e.g. `bert_tf.modeling.fused`) keeps the same masks."""
-        keep = self.keep_mask(inputs, training)
-        if keep is None:
-            return None
-        return tf.where(keep, tf.constant(self.keep_scale, inputs.dtype),
-                        tf.constant(0, inputs.dtype))
-
-    @property
-    def keep_scale(self) -> float:
-        """The factor of kept elements, 65536 / (65536 - threshold) (0 when all are dropped)."""
-        return LEVELS / (LEVELS - self.threshold) if self.threshold < LEVELS else 0.0
 
     def keep_mask(self, inputs: tf.Tensor, training=False) -> tf.Tensor | None:
         """bool, inputs' shape: the elements `call` keeps (`scale_mask` is `keep_scale` there,
