@@ -262,7 +262,7 @@ def _bert_block_run(block, x, mask_adder):
     return [y, *tape.gradient(loss, [x, *block.trainable_variables])]
 
 
-@pytest.mark.parametrize("fused_softmax", [False, True])
+@pytest.mark.parametrize("fused_softmax", [False, pytest.param(True, marks=pytest.mark.long)])
 def test_bert_block_fused_training_path_equals_plain(fused_softmax):
     """xla_gelu_in_training (bias + GELU and bias + dropout + residual + LayerNorm as XLA
     kernels; with `fused_attention_softmax` also the attention's softmax + dropout) against the
@@ -314,7 +314,7 @@ def _gpt_block_runs(forwards, seed):
     return results
 
 
-@pytest.mark.parametrize("fused_softmax", [False, True])
+@pytest.mark.parametrize("fused_softmax", [False, pytest.param(True, marks=pytest.mark.long)])
 def test_gpt_block_fused_training_path_equals_plain(fused_softmax):
     """GptBlock in training (fused bias + dropout + residual + LayerNorm, bias + GELU; with
     `fused_attention_softmax` also the attention's softmax + dropout) against the op-by-op
