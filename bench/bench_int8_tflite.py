@@ -61,8 +61,10 @@ def _engines(model, seq_length, num_threads, engines=ENGINES):
         fn = tf.function(lambda b: {"logits": model(b)["logits"]}, input_signature=[spec])
         return fn, lambda b: fn({k: tf.constant(v) for k, v in b.items()})["logits"].numpy()
 
-    fn, calls = keras_call()[0], {}
-    calls["float32"] = keras_call()[1]
+    # traced now, before quantizing: the float32 graph keeps the float kernels
+    fn, calls = keras_call()
+    calls = {"float32": calls}
+    fn.get_concrete_function()
     module = tf.Module()  # the tf.Variables under the Keras ones, as the serving modules hold
     module.model_variables = [tf_variable(v) for v in model.variables]
     sizes = {}
