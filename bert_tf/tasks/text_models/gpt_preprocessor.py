@@ -27,10 +27,8 @@ order), ftfy's per-character map and spaCy's English rules (read from the instal
 spaCy, the `[gpt]` extra, when the layer is first made; a loaded layer needs neither, except
 ftfy's HTML entity table, read from ftfy when the encoder is built), and an optional chunk table
 (`chunk_table`, from `build_chunk_table` over texts like the served ones). Documented
-differences from the Python `TextEncoder` (docs/gpt_tokenization.md: 28 of 793,624 texts of
-../shared/data): ftfy's mojibake repair (`CafÃ©`) is not reproduced, and spaCy's special-case
-matcher across chunks differs in rare cases; both can be overridden by the chunk table only for
-the second kind.
+difference from the Python `TextEncoder` (docs/gpt_tokenization.md: 23 of 793,624 texts of
+../shared/data, all of this kind): ftfy's mojibake repair (`CafÃ©`) is not reproduced.
 """
 from __future__ import annotations
 
