@@ -33,18 +33,34 @@ def summarise(rows: list[dict]) -> dict:
     one seed)."""
     groups: dict = {}
     for r in rows:
-        if r.get("kind", "finetuning") == "finetuning" and r["task"] != "pretraining":
+        if r.get("kind", "finetuning") == "finetuning" and r["task"] != "pretraining" \
+                and not r.get("pending"):
             groups.setdefault((r["variant"], column_of(r)), []).append(float(r["value"]))
     return {k: (statistics.fmean(v), statistics.stdev(v) if len(v) > 1 else 0.0, len(v))
             for k, v in groups.items()}
 
 
+def pending_cells(rows: list[dict]) -> dict:
+    """{(variant, column): (cells finished, cells)} of the fine-tuning rows of an interim
+    report (`tools/run_study.py --report_only`) where some cells are not finished ("pending":
+    true); empty for a finished grid."""
+    counts: dict = {}
+    for r in rows:
+        if r.get("kind", "finetuning") == "finetuning" and r["task"] != "pretraining":
+            count = counts.setdefault((r["variant"], column_of(r)), [0, 0])
+            count[1] += 1
+            count[0] += 0 if r.get("pending") else 1
+    return {k: tuple(v) for k, v in counts.items() if v[0] < v[1]}
+
+
 def table_columns(summary: dict, rows: list[dict]) -> list[str]:
     """The columns of ours in table order: the tasks (sorted), then the NER columns in the order
-    the study declares them (rows with a "paper_column")."""
+    the study declares them (rows with a "paper_column"); a column whose cells are all pending
+    (an interim report) is kept."""
+    keys = set(summary) | set(pending_cells(rows))
     declared = list(dict.fromkeys(column_of(r) for r in rows if r.get("paper_column")))
-    return sorted({c for _, c in summary} - set(declared)) + \
-        [c for c in declared if any(k[1] == c for k in summary)]
+    return sorted({c for _, c in keys} - set(declared)) + \
+        [c for c in declared if any(k[1] == c for k in keys)]
 
 
 def _paper_reference(study: Study, task: str) -> str:
@@ -161,19 +177,60 @@ def budget_lines(study_rows: list[dict]) -> list[str]:
 
 
 def write_results(output_dir: str, studies: list[Study], rows: list[dict], scale: str,
-                  seeds: list[int], plots: dict[str, list[str]]) -> dict:
-    """Writes results.json and results.md; returns {"json": path, "md": path}."""
+                  seeds: list[int], plots: dict[str, list[str]],
+                  progress: dict | None = None) -> dict:
+    """Writes results.json and results.md (each atomically: a temporary name, then renamed);
+    returns {"json": path, "md": path}. `progress` ({"finished", "total", "hours_left"}):
+    an interim report (`--report_only`), said in results.md's header."""
     json_path = os.path.join(output_dir, "results.json")
     io_utils.atomic_write_text(json_path, json.dumps(rows, indent=1) + "\n")
     lines = [f"# Study results (scale `{scale}`, fine-tuning seeds {', '.join(map(str, seeds))})",
-             "", "Ours: held-out scores (%), mean ± sample standard deviation over seeds. "
-             "Paper: the paper's own numbers (other tasks, other scale), for the ordering.", ""]
+             ""]
+    if progress is not None:
+        lines += [f"**Interim report: {progress['finished']} of {progress['total']} cells "
+                  f"finished; estimated CPU hours left: {progress['hours_left']:.1f}** "
+                  "(`bert_tf.studies.estimate`, an unloaded machine; a cell in progress "
+                  "counts in full). Written by `tools/run_study.py --report_only` while the "
+                  "grid runs: cells not finished are *pending* in the tables, and so is every "
+                  "claim reading one.", ""]
+    lines += ["Ours: held-out scores (%), mean ± sample standard deviation over seeds. "
+              "Paper: the paper's own numbers (other tasks, other scale), for the ordering.", ""]
     for study in studies:
         lines += study_section(study, [r for r in rows if r["study"] == study.name],
                                plots.get(study.name, []), output_dir)
     md_path = os.path.join(output_dir, "results.md")
     io_utils.atomic_write_text(md_path, "\n".join(lines) + "\n")
     return {"json": json_path, "md": md_path}
+
+
+def _pending_text(finished: str, done: int, total: int) -> str:
+    """A table cell of an interim report with unfinished cells: "pending (0 of 3)", or the
+    finished cells' mean with "(pending: 2 of 3 finished)"."""
+    if not done:
+        return f"pending (0 of {total})"
+    return f"{finished} (pending: {done} of {total} finished)"
+
+
+def _gate_text(gate: dict | None) -> str:
+    """A pretraining cell's gate (`gates.pretraining_gate`) in words."""
+    if not gate or "threshold_perplexity" not in gate:
+        return "no gate" if not gate else str(gate.get("gate", "no gate"))
+    best = gate.get("best_perplexity_by_step")
+    return (f"gate {'passed' if gate['gate_passed'] else 'NOT passed'} (perplexity ≤ "
+            f"{gate['threshold_perplexity']:g} by step {gate['by_step']}: "
+            + (f"reached at step {gate['reached_at']}" if gate.get("reached_at") is not None
+               else f"best {best}") + ")"
+            + ("; a re-run at a lower lr" if gate.get("retry_of") else ""))
+
+
+def _pretraining_text(r: dict) -> str:
+    """A pretraining row in the "Pretraining cells" line."""
+    if r.get("pending"):
+        first = r.get("gate")
+        return "pending" + (f" (the first run: {_gate_text(first)}; its re-run is not "
+                            f"finished)" if first else "")
+    text = f"{r['metric']} {r['value']} ({r['steps']} steps, {r['wall_s']} s"
+    return text + (f", {_gate_text(r['gate'])})" if r.get("gate") else ")")
 
 
 def _paper_number(x: float) -> str:
@@ -195,7 +252,10 @@ def study_section(study: Study, study_rows: list[dict], plots: list[str],
     sized = any(v.size is not None for v in study.variants)
     pre = {r["variant"]: r for r in study_rows if r.get("kind") == "pretraining"
            or r["task"] == "pretraining"}
+    pre.update({r["variant"]: r for r in study_rows if (r.get("kind") == "pretraining"
+                or r["task"] == "pretraining") and not r.get("pending")})  # finished first
     excluded = not_learned(study_rows)
+    pending = pending_cells(study_rows)  # an interim report's unfinished cells
     baseline = baselines_of(study_rows)
     epochs: dict = {}
     for r in study_rows:
@@ -236,34 +296,43 @@ def study_section(study: Study, study_rows: list[dict], plots: list[str],
             cells[0] += f" (not learned: {', '.join(under)})"
         if study.pretraining_metric:
             p = pre.get(v.name)
-            cells.append(f"{p['value']:.2f}" if p and p["metric"] == study.pretraining_metric
+            cells.append("pending" if p and p.get("pending") else
+                         f"{p['value']:.2f}" if p and p["metric"] == study.pretraining_metric
                          and p["value"] is not None else "—")
         for t in tasks:
+            done, total = pending.get((v.name, t), (0, 0))
             if epoch_numbers:
                 for e in epoch_numbers:
                     values = epochs.get((v.name, t, e), [])
-                    cells.append(_fmt(statistics.fmean(values), statistics.stdev(values)
-                                      if len(values) > 1 else 0.0, len(values))
-                                 if values else "—")
+                    text = _fmt(statistics.fmean(values), statistics.stdev(values)
+                                if len(values) > 1 else 0.0, len(values)) if values else "—"
+                    cells.append(_pending_text(text if values else "", done, total)
+                                 if total else text)
             else:
                 mean, spread, n = summary.get((v.name, t), (math.nan, 0.0, 0))
-                cells.append(_fmt(mean, spread, n))
+                cells.append(_pending_text(_fmt(mean, spread, n) if n else "", done, total)
+                             if total else _fmt(mean, spread, n) if n else "—")
         cells += [_paper_number(v.paper[c]) if c in v.paper else "—"
                   for c in study.paper_columns]
         lines.append("| " + " | ".join(cells) + " |")
-    if any(t in baseline for t in tasks):  # the gate every cell must pass
+    if any(t in baseline for t in tasks) or any(r.get("baseline_pending")
+                                                for r in study_rows):  # every cell's gate
         cells = ["Trivial baseline (gate)"] + (["—"] if sized else []) + \
             (["—"] if study.pretraining_metric else [])
+        waiting = {column_of(r) for r in study_rows if r.get("baseline_pending")}
         for t in tasks:
             name, value = baseline.get(t, ("", None))
-            text = f"{value:.1f} ({name})" if value is not None else "—"
+            text = f"{value:.1f} ({name})" if value is not None else \
+                "pending" if t in waiting else "—"
             cells += [text] * (len(epoch_numbers) if epoch_numbers else 1)
         cells += ["—"] * len(study.paper_columns)
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     for t in tasks:
+        waiting = sorted({name for name, c in pending if c == t})  # interim: left out
         o = ordering(study, summary, t, column=paper_of.get(t), sizes=sizes,
-                     excluded=excluded.get(t, set()))
+                     excluded=excluded.get(t, set()) | set(waiting))
+        o["excluded"] = [name for name in o["excluded"] if name not in waiting]
         if o["paper_column"] == "average":
             ref = "the mean of the paper's columns"
         elif o["paper_column"] in study.paper_columns:
@@ -279,7 +348,9 @@ def study_section(study: Study, study_rows: list[dict], plots: list[str],
                      f"{o['ties']} tied)" + (f"; reversed: {'; '.join(o['disagreements'])}"
                                              if o["disagreements"] else "")
                      + (f"; not learned (left out): {', '.join(o['excluded'])}"
-                        if o["excluded"] else ""))
+                        if o["excluded"] else "")
+                     + (f"; pending (left out until all their cells finish): "
+                        f"{', '.join(waiting)}" if waiting else ""))
     if study.pretraining_metric and study.pretraining_paper_column:
         ppl = {(name, "ppl"): (float(r["value"]), 0.0, 1) for name, r in pre.items()
                if r["metric"] == study.pretraining_metric and r["value"] is not None}
@@ -293,7 +364,10 @@ def study_section(study: Study, study_rows: list[dict], plots: list[str],
         else:
             lines.append("- Held-out masked-LM perplexity: not measured at this scale (no "
                          "held-out corpus)")
-    zero = [r for r in study_rows if r.get("kind") == "zero_shot"]
+    zero = [r for r in study_rows if r.get("kind") == "zero_shot" and not r.get("pending")]
+    for t in sorted({r["task"] for r in study_rows if r.get("kind") == "zero_shot"
+                     and r.get("pending")}):
+        lines.append(f"- Zero-shot heuristic on {t}: pending (its cell is not finished)")
     for t in sorted({r["task"] for r in zero}):
         points = sorted((r["steps"], r["value"]) for r in zero if r["task"] == t)
         majority = next(r["majority_class"] for r in zero if r["task"] == t)
@@ -309,8 +383,7 @@ def study_section(study: Study, study_rows: list[dict], plots: list[str],
             pre_cells.setdefault(r["cell"], (r, []))[1].append(r["variant"])
     if pre_cells:
         lines += ["", "Pretraining cells: " + "; ".join(
-            f"{', '.join(names)}: {r['metric']} {r['value']} ({r['steps']} steps, "
-            f"{r['wall_s']} s)" for r, names in pre_cells.values())]
+            f"{', '.join(names)}: {_pretraining_text(r)}" for r, names in pre_cells.values())]
     lines += claim_lines(study_rows)
     lines += budget_lines(study_rows)
     for png in plots:
@@ -414,7 +487,7 @@ def plot_study(output_dir: str, study: Study, rows: list[dict],
         fig.tight_layout()
         written.append(_save(fig, os.path.join(output_dir, f"{study.name}_layers.png")))
         plt.close(fig)
-    zero = [r for r in study_rows if r.get("kind") == "zero_shot"]
+    zero = [r for r in study_rows if r.get("kind") == "zero_shot" and not r.get("pending")]
     if zero:  # curve per pretraining step
         fig, ax = plt.subplots(figsize=(6, 4))
         for t in sorted({r["task"] for r in zero}):

@@ -53,6 +53,11 @@ class StudyRunOptions:
                         "e.g. CoLA,STS-B; empty: all). The NER and comparison tasks of the "
                         "studies that use them are not affected.")
     list: bool = option(False, "List the studies and scales, run nothing.")
+    report_only: bool = option(False, "Run nothing: write results.json, results.md and the "
+                               "plots from the finished cells (DONE.json) of the grid these "
+                               "flags declare in --output_dir, the others marked pending "
+                               "(an interim report; safe beside the process running the "
+                               "grid: it only reads the cells).")
 
     def command_line(self) -> str:
         """The `tools/run_study.py` command that runs these options (flags that differ from
@@ -129,6 +134,10 @@ def run_study(options: StudyRunOptions, say: Callable[[str], None] = print) -> d
     if not studies:
         raise StudyError(f"--variants={options.variants}: no variant of --study={options.study} "
                          f"applies at --scale={scale.name}")
+    if options.report_only:
+        if options.estimate:
+            raise StudyError("--report_only and --estimate: expected one of them")
+        return report_only(studies, scale, seeds, options, say)
     if options.estimate:
         from bert_tf.studies.estimate import estimate_grid, format_estimate
 
@@ -202,7 +211,8 @@ def build_grid(studies: list[Study], scale, seeds: list[int], options: StudyRunO
                ) -> dict:
     """The cells of a run, by kind ({"pre_cells", "ft_cells", "zs_cells", "base_cells",
     "cloze_cells", "held_cells": cell key -> what it runs}), with "pre_key" and "ft_key" (the
-    key functions) and "pseeds" (the pretraining seeds)."""
+    key functions), "pseeds" (the pretraining seeds) and "budget" (the cells' budget folder:
+    cells/<kind>/<budget>/<key>)."""
     from bert_tf.studies import data as study_data
 
     pseeds = pretraining_seeds(scale, options)
@@ -263,7 +273,7 @@ def build_grid(studies: list[Study], scale, seeds: list[int], options: StudyRunO
     return {"pre_cells": pre_cells, "ft_cells": ft_cells, "zs_cells": zs_cells,
             "base_cells": base_cells, "cloze_cells": cloze_cells, "held_cells": held_cells,
             "pre_key": pre_key, "ft_key": ft_key, "pseeds": pseeds,
-            "variant_pseeds": variant_pseeds}
+            "variant_pseeds": variant_pseeds, "budget": _budget_key(scale, options.seed)}
 
 
 def grid_run_order(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
@@ -281,7 +291,7 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
     from tqdm.auto import tqdm
 
     from bert_tf.studies import data as study_data
-    from bert_tf.studies import baselines, cell_runs, gates, report, statistics
+    from bert_tf.studies import cell_runs, gates, report
 
     store = CellStore(options.output_dir)
     budget = _budget_key(scale, options.seed)
@@ -324,8 +334,7 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
                                       result["steps"])
         if gate["gate_passed"]:
             return result, gate, key
-        lr = sized.pretraining_lr * scale.pretraining_gate.retry_lr_factor
-        retry_key = f"{key}-lr{lr:g}"
+        lr, retry_key = retry_cell(key, v, scale)
         bar.total += 1
         say(f"pretraining/{key}: under its gate ({gate}); running it again at lr {lr:g} "
             f"({retry_key})")
@@ -409,14 +418,90 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
         bar.close()
         absl_logging.set_verbosity(verbosity)
 
+    found = {"pre_results": pre_results, "pre_gates": pre_gates, "pre_used": pre_used,
+             "base_results": base_results, "ft_results": ft_results,
+             "cloze_results": cloze_results, "held_results": held_results,
+             "zs_results": zs_results}
+    rows, per_example = assemble_rows(studies, scale, seeds, options, g, found)
+    plots = write_plots(studies, rows, options, g, found)
+    paths = report.write_results(options.output_dir, studies, rows, scale.name, seeds, plots)
+    say(f"{len(ran)} cells run, {len(skipped)} reused; {paths['md']}")
+    return {"rows": rows, "ran": ran, "skipped": skipped, "results_json": paths["json"],
+            "results_md": paths["md"], "plots": plots}
+
+
+def retry_cell(key: str, v, scale) -> tuple[float, str]:
+    """(learning rate, cell key) of the one re-run of pretraining cell `key` (variant `v`)
+    that did not pass its gate: at `PretrainingGate.retry_lr_factor` x the variant's rate."""
+    lr = v.sized_scale(scale).pretraining_lr * scale.pretraining_gate.retry_lr_factor
+    return lr, f"{key}-lr{lr:g}"
+
+
+def assemble_rows(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions,
+                  g: dict, found: dict) -> tuple[list[dict], dict]:
+    """The rows of results.json from the grid `g` (`build_grid`) and the cells' results
+    `found`: {"pre_results", "pre_gates", "pre_used", "base_results", "ft_results",
+    "cloze_results", "held_results", "zs_results"}, each cell key (task name for
+    "base_results") -> its DONE.json result (`pre_gates`: its gate, `pre_used`: the cell key
+    used, a re-run's when the first was under its gate). `run_study` passes every cell; the
+    interim report (`--report_only`) only the finished ones: a cell missing from `found` gives
+    a row with "pending": true and "value": null (a pretraining row whose shared held-out
+    cell is not finished: "held_out_pending": true), and a claim reading one gets the verdict
+    "pending" (`claim_rows`). Returns (rows, per_example: id(row) -> `PerExample`)."""
+    from bert_tf.studies import gates, statistics
+    from bert_tf.studies.data import task_metric
+
+    budget, command = g["budget"], options.command_line()
+    pre_key, ft_key, variant_pseeds = g["pre_key"], g["ft_key"], g["variant_pseeds"]
+    pre_results, pre_gates, pre_used = found["pre_results"], found["pre_gates"], \
+        found["pre_used"]
+    base_results, ft_results = found["base_results"], found["ft_results"]
+    cloze_results, held_results = found["cloze_results"], found["held_results"]
+    zs_results = found["zs_results"]
+
+    def pre_gate_of(v, pseed) -> bool | None:
+        """The pretraining gate of a fine-tuning / cloze row (None: not finished)."""
+        if not v.pretraining_key:
+            return True
+        key = pre_key(v, pseed)
+        return pre_gates[key]["gate_passed"] if key in pre_results else None
+
+    def task_gate(value, baseline, pre_gate) -> bool | None:
+        if pre_gate is False:
+            return False
+        if baseline is None or pre_gate is None:
+            return None  # the baseline or pretraining cell is not finished
+        return gates.task_gate(value, baseline["value"])
+
+    def with_baseline(row: dict, baseline: dict | None) -> dict:
+        if baseline is not None:
+            row.update(baseline=baseline["value"], baseline_name=baseline["gate"])
+        else:
+            row["baseline_pending"] = True
+        return row
+
     rows = []
     per_example: dict = {}  # id(row) -> PerExample json of a fine-tuning row
     for study in studies:
         for v in study.variants:
             size = "L{}/H{}/A{}".format(*v.model_size(scale))
             if v.pretraining_key:
-                for pseed in pseeds:
+                for pseed in g["pseeds"]:
                     key = pre_key(v, pseed)
+                    held_key = f"{key}/held_out_mlm/seed{options.seed}"
+                    if key not in pre_results:
+                        row = {"study": study.name, "variant": v.name, "task": "pretraining",
+                               "kind": "pretraining", "model": size,
+                               "metric": study.pretraining_metric or "steps", "value": None,
+                               "seed": pseed, "pretraining_seed": pseed, "pending": True,
+                               "command": command,
+                               "cell": f"pretraining/{budget}/{pre_used.get(key, key)}"}
+                        if key in pre_gates:  # the first run, under its gate; its re-run
+                            row["gate"] = pre_gates[key]
+                        if held_key in g["held_cells"]:
+                            row["held_out_pending"] = True
+                        rows.append(row)
+                        continue
                     p, gate = pre_results[key], pre_gates[key]
                     metric = next((m for m in (study.pretraining_metric,
                                                "held_out_masked_lm_accuracy",
@@ -432,26 +517,28 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
                                  "gate_passed": gate["gate_passed"], "gate": gate,
                                  "command": p.get("command", command),
                                  "cell": f"pretraining/{budget}/{pre_used[key]}"})
-                    held = held_results.get(f"{key}/held_out_mlm/seed{options.seed}")
+                    held = held_results.get(held_key)
                     if held and "per_example" in held:
                         # The claims' measure: the shared held-out file's perplexity.
                         rows[-1]["shared_held_out_perplexity"] = held["value"]
                         per_example[id(rows[-1])] = statistics.PerExample.from_json(
                             held["per_example"])
+                    elif held is None and held_key in g["held_cells"]:
+                        rows[-1]["held_out_pending"] = True
             for e in study.evaluations(scale):
                 if e.variant is not v:
                     continue
-                baseline = base_results[e.task]
+                baseline = base_results.get(e.task)
                 for pseed in variant_pseeds(e.run):
-                    pre_gate = pre_gates[pre_key(e.run, pseed)]["gate_passed"] \
-                        if e.run.pretraining_key else True
+                    pre_gate = pre_gate_of(e.run, pseed)
                     for seed in seeds:
                         key = ft_key(e.run, e.task, pseed, seed)
-                        r = ft_results[key]
+                        r = ft_results.get(key)
                         base = {"study": study.name, "variant": v.name, "task": e.task,
                                 "column": e.column, "model": size, "seed": seed,
                                 "pretraining_seed": pseed,
-                                "wall_s": r["wall_s"], "command": r.get("command", command),
+                                "wall_s": r["wall_s"] if r else None,
+                                "command": r.get("command", command) if r else command,
                                 "cell": f"finetuning/{budget}/{key}"}
                         if e.paper_column:
                             base["paper_column"] = e.paper_column
@@ -460,12 +547,17 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
                         if e.run.feature_layers and e.paper_column:  # a NER column's header
                             base["features_described"] = describe_features(
                                 e.run.feature_layers, e.run.model_size(scale)[0])
-                        row = {**base, "kind": "finetuning", "metric": r["metric"],
-                               "value": r["value"], "steps": r["steps"],
-                               "baseline": baseline["value"], "baseline_name": baseline["gate"],
-                               "pretraining_gate_passed": pre_gate,
-                               "gate_passed": pre_gate and gates.task_gate(
-                                   r["value"], baseline["value"])}
+                        if r is None:
+                            rows.append(with_baseline(
+                                {**base, "kind": "finetuning", "metric": task_metric(e.task),
+                                 "value": None, "pending": True,
+                                 "pretraining_gate_passed": pre_gate}, baseline))
+                            continue
+                        row = with_baseline(
+                            {**base, "kind": "finetuning", "metric": r["metric"],
+                             "value": r["value"], "steps": r["steps"]}, baseline)
+                        row.update(pretraining_gate_passed=pre_gate,
+                                   gate_passed=task_gate(r["value"], baseline, pre_gate))
                         if "per_example" in r:
                             cell_pe = statistics.PerExample.from_json(r["per_example"])
                             row.update(statistics.cell_interval(cell_pe))
@@ -475,50 +567,170 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
                             rows.append({**base, "kind": "epoch", "metric": r["metric"],
                                          "value": p["value"], "steps": p["step"],
                                          "epoch": p["epoch"]})
-        for key, (v, pseed) in cloze_cells.items():
+        for key, (v, pseed) in g["cloze_cells"].items():
             if not study.cloze or not any(x is v for x in study.variants):
                 continue
-            r, baseline = cloze_results[key], base_results["cloze"]
-            pre_gate = pre_gates[pre_key(v, pseed)]["gate_passed"]
+            r, baseline = cloze_results.get(key), base_results.get("cloze")
+            pre_gate = pre_gate_of(v, pseed)
             row = {"study": study.name, "variant": v.name, "task": "cloze", "column": "cloze",
                    "kind": "finetuning", "model": "L{}/H{}/A{}".format(*v.model_size(scale)),
-                   "metric": r["metric"], "value": r["value"], "seed": 0,
-                   "pretraining_seed": pseed, "steps": 0, "wall_s": r["wall_s"],
-                   "command": r.get("command", command), "cell": f"cloze/{budget}/{key}",
-                   "baseline": baseline["value"], "baseline_name": baseline["gate"],
-                   "pretraining_gate_passed": pre_gate,
-                   "gate_passed": pre_gate and gates.task_gate(r["value"], baseline["value"])}
+                   "metric": r["metric"] if r else "accuracy",
+                   "value": r["value"] if r else None, "seed": 0,
+                   "pretraining_seed": pseed, "steps": 0,
+                   "wall_s": r["wall_s"] if r else None,
+                   "command": r.get("command", command) if r else command,
+                   "cell": f"cloze/{budget}/{key}", "pretraining_gate_passed": pre_gate}
+            with_baseline(row, baseline)
+            if r is None:
+                row["pending"] = True
+                rows.append(row)
+                continue
+            row["gate_passed"] = task_gate(r["value"], baseline, pre_gate)
             cell_pe = statistics.PerExample.from_json(r["per_example"])
             row.update(statistics.cell_interval(cell_pe))
             per_example[id(row)] = cell_pe
             rows.append(row)
-        for key, (v, task) in zs_cells.items():
+        for key, (v, task) in g["zs_cells"].items():
             if not any(x is v for x in study.variants):
                 continue
-            r = zs_results[key]
+            r = zs_results.get(key)
+            zs = {"study": study.name, "task": task, "kind": "zero_shot",
+                  "model": "L{}/H{}/A{}".format(*v.model_size(scale)),
+                  "seed": options.seed, "pretraining_seed": options.seed,
+                  "cell": f"zero_shot/{budget}/{key}"}
+            if r is None:
+                rows.append({**zs, "variant": v.name, "metric": "zero_shot_accuracy",
+                             "value": None, "pending": True, "command": command})
+                continue
             for step, value in r["curve"]:
-                rows.append({"study": study.name, "variant": f"lm_step{step}", "task": task,
-                             "kind": "zero_shot", "model": "L{}/H{}/A{}".format(
-                                 *v.model_size(scale)),
-                             "metric": r["metric"], "value": value, "seed": options.seed,
-                             "pretraining_seed": options.seed,
-                             "steps": step, "wall_s": r["wall_s"],
+                rows.append({**zs, "variant": f"lm_step{step}", "metric": r["metric"],
+                             "value": value, "steps": step, "wall_s": r["wall_s"],
                              "command": r.get("command", command),
-                             "cell": f"zero_shot/{budget}/{key}",
                              "majority_class": r["majority_class"]})
         rows += claim_rows(study, [r for r in rows if r["study"] == study.name], per_example)
+    return rows, per_example
+
+
+def write_plots(studies: list[Study], rows: list[dict], options: StudyRunOptions, g: dict,
+                found: dict) -> dict:
+    """The PNG plots of every study (`report.plot_study`): {study: [paths]}; the pretraining
+    curves are the first pretraining seed's (of the finished cells)."""
+    from bert_tf.studies import report
+
     plots = {}
     for study in studies:
         curves = {}
         for v in study.variants:
             if v.pretraining_key:
-                key = pre_key(v, options.seed)
-                curves[pre_used[key]] = pre_results[key].get("curve", [])
+                key = g["pre_key"](v, options.seed)
+                if key in found["pre_results"]:
+                    curves[found["pre_used"][key]] = found["pre_results"][key].get("curve", [])
         plots[study.name] = report.plot_study(options.output_dir, study, rows, curves)
-    paths = report.write_results(options.output_dir, studies, rows, scale.name, seeds, plots)
-    say(f"{len(ran)} cells run, {len(skipped)} reused; {paths['md']}")
-    return {"rows": rows, "ran": ran, "skipped": skipped, "results_json": paths["json"],
-            "results_md": paths["md"], "plots": plots}
+    return plots
+
+
+def report_only(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions,
+                say: Callable[[str], None] = print) -> dict:
+    """`--report_only`: results.json, results.md and the plots from the finished cells of the
+    grid (`build_grid`) in `options.output_dir`, running nothing. Safe beside the process
+    that runs the grid there: the cells are only read (a DONE.json is written last and
+    atomically, so a cell is finished or absent), nothing is created or deleted under cells/,
+    and each results file is written to a temporary name and renamed onto its own.
+
+    Cells not finished give rows marked "pending" (`assemble_rows`) and claims with the
+    verdict "pending" (`claim_rows`); a pretraining cell under its gate whose re-run
+    (`retry_cell`) is not finished is pending too, its row holding the first run's gate.
+    results.md starts with "N of M cells finished" and the estimated CPU hours of the rest
+    (`bert_tf.studies.estimate`; a cell in progress counts in full). Not checked here: a GPT
+    cell's recorded input transformation (`_check_gpt_transformation` loads the task's
+    data); the grid's own run stops on a stale one.
+
+    Returns {"rows", "finished", "total", "hours_left", "pending": ["kind/key", ...],
+    "results_json", "results_md", "plots"}. A missing --output_dir, or one holding no
+    finished cell of this grid: StudyError (one line)."""
+    from bert_tf.studies import estimate, report
+    from bert_tf.studies.gates import pretraining_gate
+
+    out = options.output_dir
+    if not os.path.isdir(out):
+        raise StudyError(f"--output_dir={out}: no such folder; --report_only expects the "
+                         f"folder of a study run (its cells/)")
+    store = CellStore(out)
+    g = build_grid(studies, scale, seeds, options)
+    budget = g["budget"]
+
+    def done(kind: str, key: str) -> dict | None:
+        return store.result(kind, f"{budget}/{key}")
+
+    found: dict = {name: {} for name in ("pre_results", "pre_gates", "pre_used",
+                                         "base_results", "ft_results", "cloze_results",
+                                         "held_results", "zs_results")}
+    # (kind, key, seconds estimated) of every cell of the grid, and whether it is finished.
+    est = {f"{c.kind}/{c.key}": c.seconds for c in estimate.estimate_grid(
+        studies, scale, seeds, g["pseeds"])}
+    cells: list[tuple[str, str, float, bool]] = [
+        ("data", "corpus", est["data/corpus"], done("data", "corpus") is not None)]
+    for key, (v, pseed) in g["pre_cells"].items():
+        seconds = est[f"pretraining/{v.pretraining_cell(scale)}/p{pseed}"]
+        result = done("pretraining", key)
+        cells.append(("pretraining", key, seconds, result is not None))
+        if result is None:
+            continue
+        gate = pretraining_gate(scale.pretraining_gate, v.model, result.get("curve", []),
+                                result["steps"])
+        found["pre_gates"][key], found["pre_used"][key] = gate, key
+        if not gate["gate_passed"]:  # its one re-run, as `run_study` makes it
+            lr, retry = retry_cell(key, v, scale)
+            result = done("pretraining", retry)
+            cells.append(("pretraining", retry, seconds, result is not None))
+            found["pre_used"][key] = retry
+            if result is None:
+                continue
+            gate = pretraining_gate(scale.pretraining_gate, v.model, result.get("curve", []),
+                                    result["steps"])
+            found["pre_gates"][key] = {**gate, "retry_of": key,
+                                       "first_attempt": found["pre_gates"][key]}
+        found["pre_results"][key] = result
+    for key, task in g["base_cells"].items():
+        result = done("baseline", key)
+        cells.append(("baseline", key, est[f"baseline/{task}"], result is not None))
+        if result is not None:
+            found["base_results"][task] = result
+    for key, (run, task, pseed, seed) in g["ft_cells"].items():
+        result = done("finetuning", key)
+        cells.append(("finetuning", key, est[f"finetuning/{run.finetuning_cell(scale)}/p{pseed}/"
+                                             f"{task}/s{seed}"], result is not None))
+        if result is not None:
+            found["ft_results"][key] = result
+    for kind, name in (("cloze", "cloze_results"), ("held_out", "held_results")):
+        for key, (v, pseed) in g["cloze_cells" if kind == "cloze" else "held_cells"].items():
+            result = done(kind, key)
+            cells.append((kind, key, est[f"{kind}/{v.pretraining_cell(scale)}/p{pseed}"],
+                          result is not None))
+            if result is not None:
+                found[name][key] = result
+    zero_shot_s = estimate.OVERHEAD_S["zero_shot"]  # the estimate's per study; here per cell
+    for key in g["zs_cells"]:
+        result = done("zero_shot", key)
+        cells.append(("zero_shot", key, zero_shot_s, result is not None))
+        if result is not None:
+            found["zs_results"][key] = result
+    finished = sum(1 for c in cells if c[3])
+    if not finished:
+        raise StudyError(f"--output_dir={out} holds no finished cell of this grid (expected "
+                         f"DONE.json files under {os.path.join(store.root, '<kind>', budget)}"
+                         f"); check --study, --scale, --seed, --pretraining_steps, --cased "
+                         f"against the run's command")
+    hours_left = sum(c[2] for c in cells if not c[3]) / 3600
+    progress = {"finished": finished, "total": len(cells), "hours_left": hours_left}
+    rows, _ = assemble_rows(studies, scale, seeds, options, g, found)
+    plots = write_plots(studies, rows, options, g, found)
+    paths = report.write_results(out, studies, rows, scale.name, seeds, plots,
+                                 progress=progress)
+    say(f"{finished} of {len(cells)} cells finished (about {hours_left:.2f} CPU hours left by "
+        f"the estimate); nothing run; {paths['md']}")
+    return {"rows": rows, **progress, "pending": [f"{c[0]}/{c[1]}" for c in cells if not c[3]],
+            "results_json": paths["json"], "results_md": paths["md"], "plots": plots}
 
 
 KIND_ORDER = {"pretraining": 0, "held_out": 1, "cloze": 1, "finetuning": 2, "zero_shot": 3}
@@ -608,7 +820,16 @@ def claim_rows(study: Study, study_rows: list[dict], per_example: dict) -> list[
     rows of kind "claim" (`statistics.judge_claims`: paired bootstrap, Holm within the study,
     the fixed rule). Claims on columns or variants this run has no cells of (a scale's trim,
     --variants, --tasks) are left out; cells without
-    per-example scores (written before they were stored) leave their claim inconclusive."""
+    per-example scores (written before they were stored) leave their claim inconclusive.
+
+    Interim reports (`--report_only`): a claim with a side whose cells are not all finished
+    (rows "pending" or "held_out_pending", or a finished row whose gate is not known yet,
+    "gate_passed": null) gets the verdict "pending" with "cells_finished" / "cells_needed"
+    (both sides' cells). The finished claims keep their place in the claims list (the
+    bootstrap's seed is the claim's index) and Holm's correction counts each pending
+    ordering claim with p = 1: an upper bound of the adjusted p the complete grid gives them,
+    so an interim "holds" or "reversed" stands when the rest finishes (an interim
+    "inconclusive" may still become either)."""
     from bert_tf.studies import statistics
     from bert_tf.studies.declarations import CLAIMS
     from bert_tf.studies.report import column_of
@@ -618,7 +839,8 @@ def claim_rows(study: Study, study_rows: list[dict], per_example: dict) -> list[
             else column_of(r)
 
     scored = [r for r in study_rows if r.get("kind") == "finetuning"
-              or (r.get("kind") == "pretraining" and id(r) in per_example)]
+              or (r.get("kind") == "pretraining"
+                  and (id(r) in per_example or r.get("held_out_pending")))]
     columns = {column(r) for r in scored}
     names = {v.name for v in study.variants}  # the variants run at this scale
     claims = [c for c in CLAIMS if c.study == study.name and c.column in columns
@@ -626,22 +848,46 @@ def claim_rows(study: Study, study_rows: list[dict], per_example: dict) -> list[
     cells: dict = {}
     passed: dict = {}
     missing: set = set()
+    counts: dict = {}  # (variant, column) -> [cells finished, cells]
     for r in scored:
         key = (r["variant"], column(r))
+        count = counts.setdefault(key, [0, 0])
+        count[1] += 1
+        if r.get("pending") or r.get("held_out_pending") or \
+                ("gate_passed" in r and r["gate_passed"] is None):
+            continue
+        count[0] += 1
         passed[key] = passed.get(key, True) and bool(r.get("gate_passed", True))
         if id(r) not in per_example:
             missing.add(key)
             continue
         cells.setdefault(key, {}).setdefault(r.get("pretraining_seed"), []).append(
             per_example[id(r)])
-    for key in missing:
+    pending = {k for k, (done, n) in counts.items() if done < n}
+    for key in missing | pending:
         cells.pop(key, None)
     out = []
-    for result in statistics.judge_claims(claims, cells, passed):
-        if result["verdict"] == "inconclusive" and result.get("reason", "").startswith(
-                "not run") and any(k in missing for k in ((result["better"], result["column"]),
-                                                          (result["worse"], result["column"]))):
+    results = statistics.judge_claims(claims, cells, passed)
+    for claim, result in zip(claims, results):
+        sides = ((result["better"], result["column"]), (result["worse"], result["column"]))
+        if any(k in pending for k in sides):
+            done = sum(counts.get(k, [0, 0])[0] for k in sides)
+            need = sum(counts.get(k, [0, 0])[1] for k in sides)
+            result.update(verdict="pending", cells_finished=done, cells_needed=need,
+                          reason=f"{done} of {need} cells finished")
+        elif result["verdict"] == "inconclusive" and result.get("reason", "").startswith(
+                "not run") and any(k in missing for k in sides):
             result["reason"] = "no per-example scores in a side's cells (older cells)"
+    if pending:
+        # Holm over the whole family: each pending ordering claim counts with p = 1.
+        family = [(c, r) for c, r in zip(claims, results) if not c.expected_null
+                  and ("p" in r or r["verdict"] == "pending")]
+        adjusted = statistics.holm([r["p"] if "p" in r else 1.0 for _, r in family])
+        for (claim, r), p in zip(family, adjusted):
+            if "p" in r:
+                r["p_holm"] = p
+                r["verdict"] = statistics.verdict(claim, r, p)
+    for result in results:
         out.append({"study": study.name, "kind": "claim", "variant": result["name"],
                     "task": result["column"], **result})
     return out

@@ -1,0 +1,239 @@
+"""`tools/run_study.py --report_only`: the interim report of a grid from its finished cells.
+
+Fast tests: synthetic cell folders (DONE.json files written here at the paths the real key
+functions give, `run.build_grid`) of BERT Table 5 at `small` restricted to SST-2 (its NER and
+cloze columns come with it), 2 pretraining x 2 fine-tuning seeds: 52 cells. Nothing is
+trained; the per-example scores are made up so that MLM + NSP beats no pretraining by far
+(a primary claim that must hold) and MLM + NSP equals MLM only (an expected null).
+The long test runs part of a real tiny grid (--variants) and reports the whole study."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+
+from bert_tf.studies.cells import DONE_FILE, CellStore
+from bert_tf.studies.declarations import SCALES, STUDIES, StudyError
+from bert_tf.studies.run import StudyRunOptions, build_grid, retry_cell, run_study
+from bert_tf.studies.statistics import PerExample
+
+STUDY = "bert_pretraining_tasks"
+N_DEV = 200  # synthetic dev examples per cell
+
+
+def _options(out: str, **kw) -> StudyRunOptions:
+    return StudyRunOptions(study=STUDY, scale="small", output_dir=out, tasks="SST-2",
+                           seeds="1,2", pretraining_seeds=2, report_only=True, **kw)
+
+
+def _grid(options: StudyRunOptions) -> dict:
+    """The grid `run_study` declares for these options (the same scale trim as its own)."""
+    scale = dataclasses.replace(SCALES["small"], tasks=options.task_names())
+    study = STUDIES[STUDY].at_scale(scale, ())
+    return build_grid([study], scale, options.seed_list(), options)
+
+
+def _correct(rate: float, seed: int) -> dict:
+    values = (np.random.default_rng(seed).random(N_DEV) < rate).astype(np.int8)
+    return PerExample("correct", values=values).to_json()
+
+
+# Accuracy of each variant's cells (SST-2, cloze); NER F1 counts likewise.
+RATE = {"mlm_nsp": 0.9, "no_nsp": 0.9, "ltr_no_nsp": 0.8, "ltr_bilstm": 0.8,
+        "no_pretraining": 0.55}
+
+
+def _write_cells(out: str, g: dict) -> dict[str, str]:
+    """Every cell of the grid, finished: {"kind/key": its DONE.json path}."""
+    store = CellStore(out)
+    written = {}
+
+    def done(kind: str, key: str, result: dict) -> None:
+        path = os.path.join(store.path(kind, f"{g['budget']}/{key}"), DONE_FILE)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump({**result, "wall_s": 1.0}, f)
+        written[f"{kind}/{key}"] = path
+
+    done("data", "corpus", {"data_dir": "unused"})
+    for key, (v, pseed) in g["pre_cells"].items():
+        # Under the gate's perplexity (<= 200 BERT, <= 250 LTR) at step 100 of 15,000.
+        done("pretraining", key, {"steps": 15000, "curve": [[100, math.log(100.0)]],
+                                  "held_out_masked_lm_accuracy": 0.4, "tokens_seen": 10**6})
+    for key, task in g["base_cells"].items():
+        done("baseline", key, {"task": task, "metric": "f1" if task == "conll2003"
+                               else "accuracy", "value": 50.0, "gate": "majority class"})
+    for i, (key, (run, task, pseed, seed)) in enumerate(g["ft_cells"].items()):
+        rate = RATE[run.name]
+        if task == "conll2003":
+            counts = np.zeros((N_DEV, 3), np.int64)
+            hit = np.random.default_rng(i).random(N_DEV) < rate
+            counts[:, 1:] = 1
+            counts[:, 0] = hit
+            per = PerExample("f1_counts", counts=counts).to_json()
+            value = 100.0 * hit.mean()
+            metric = "f1"
+        else:
+            per = _correct(rate, i)
+            value = 100.0 * float(np.mean(per["values"]))
+            metric = "accuracy"
+        done("finetuning", key, {"metric": metric, "value": value, "steps": 10,
+                                 "per_example": per})
+    for i, (key, (v, pseed)) in enumerate(g["cloze_cells"].items()):
+        per = _correct(0.5, 1000 + i)
+        done("cloze", key, {"metric": "accuracy", "value": 100.0 * float(np.mean(
+            per["values"])), "per_example": per})
+    return written
+
+
+def _claims(rows: list[dict]) -> dict[str, dict]:
+    return {r["name"]: r for r in rows if r.get("kind") == "claim"}
+
+
+def _snapshot(out: str) -> dict[str, tuple[float, int]]:
+    found = {}
+    for dirpath, _, files in os.walk(os.path.join(out, "cells")):
+        for name in files:
+            path = os.path.join(dirpath, name)
+            found[path] = (os.path.getmtime(path), os.path.getsize(path))
+    return found
+
+
+def test_report_only_marks_pending_cells_and_claims(tmp_path):
+    out = str(tmp_path / "grid")
+    options = _options(out)
+    g = _grid(options)
+    written = _write_cells(out, g)
+    assert len(written) == 52  # 1 data + 6 pretraining + 3 baselines + 36 fine-tuning + 6 cloze
+
+    # Every cell finished: what the full run's rows give (the same `assemble_rows`).
+    full = run_study(options, say=lambda _: None)
+    assert (full["finished"], full["total"], full["pending"]) == (52, 52, [])
+    full_claims = _claims(full["rows"])
+    assert full_claims["t5_pretrained_sst2"]["verdict"] == "holds"
+    assert all(c["verdict"] != "pending" for c in full_claims.values())
+
+    # Interim: one no-pretraining SST-2 cell and the second LTR pretraining (and what reads
+    # it) not finished yet.
+    second = g["pseeds"][1]
+    gone = [f"pretraining/{k}" for k, (v, p) in g["pre_cells"].items()
+            if v.model == "gpt" and p == second]
+    gone += [f"finetuning/{k}" for k, (run, _, p, _) in g["ft_cells"].items()
+             if run.model == "gpt" and p == second]
+    gone += [f"cloze/{k}" for k, (v, p) in g["cloze_cells"].items()
+             if v.model == "gpt" and p == second]
+    gone.append(sorted(k for k in written if k.startswith("finetuning/bert-scratch/SST-2/"))[0])
+    # The LTR pretraining, 2 variants x 2 tasks x 2 seeds, its cloze cell, 1 scratch cell.
+    assert len(gone) == 1 + 2 * 2 * 2 + 1 + 1
+    for k in gone:
+        os.remove(written[k])
+    before = _snapshot(out)
+    interim = run_study(options, say=lambda _: None)
+    assert _snapshot(out) == before  # read-only on the cells
+    assert interim["finished"] == 52 - len(gone) and interim["total"] == 52
+    assert sorted(interim["pending"]) == sorted(gone)
+    assert interim["hours_left"] > 0
+
+    rows = interim["rows"]
+    pending = [r for r in rows if r.get("pending")]
+    assert {r["cell"].split("/", 2)[0] + "/" + r["cell"].split("/", 2)[2] for r in pending} \
+        == set(gone)
+    assert all(r["value"] is None for r in pending)  # never a zero
+    claims = _claims(rows)
+    for name, c in claims.items():
+        sides = {c["better"], c["worse"]}
+        waiting = (c["column"] == "SST-2" and "no_pretraining" in sides) or (
+            sides & {"ltr_no_nsp", "ltr_bilstm"})
+        if waiting:
+            assert c["verdict"] == "pending", c
+            assert 0 < c["cells_finished"] < c["cells_needed"]
+            assert "diff" not in c
+        else:  # every cell finished: the full run's verdict and interval
+            assert c["verdict"] == full_claims[name]["verdict"], (name, c)
+            for field in ("diff", "ci_low", "ci_high"):
+                assert c.get(field) == full_claims[name].get(field)
+    assert claims["t5_pretrained_sst2"]["reason"] == "5 of 6 cells finished"
+
+    with open(os.path.join(out, "results.md"), encoding="utf-8") as f:
+        md = f.read()
+    assert f"Interim report: {52 - len(gone)} of 52 cells finished" in md
+    assert "pending (1 of 2 finished)" not in md  # the mean of the finished cells comes first
+    assert "(pending: 1 of 2 finished)" in md  # no pretraining's SST-2: one seed of two
+    assert "pending (5 of 6 cells finished)" in md  # its claim
+    (sst2,) = [line for line in md.splitlines() if line.startswith("- Ordering on SST-2")]
+    assert sst2.endswith("pending (left out until all their cells finish): ltr_bilstm, "
+                         "ltr_no_nsp, no_pretraining")
+    assert "nan" not in md
+    assert "gate passed (perplexity ≤ 200 by step 3000: reached at step 100)" in md
+    with open(os.path.join(out, "results.json"), encoding="utf-8") as f:
+        assert json.load(f) == json.loads(json.dumps(rows))
+
+
+def test_pretraining_under_its_gate_waits_for_its_rerun(tmp_path):
+    out = str(tmp_path / "grid")
+    options = _options(out)
+    g = _grid(options)
+    written = _write_cells(out, g)
+    key = g["pre_key"](next(v for v, _ in g["pre_cells"].values() if v.name == "mlm_nsp"),
+                       g["pseeds"][0])
+    with open(written[f"pretraining/{key}"], "w", encoding="utf-8") as f:  # never under 200
+        json.dump({"steps": 15000, "curve": [[100, math.log(900.0)]], "wall_s": 1.0}, f)
+    result = run_study(options, say=lambda _: None)
+    lr, retry = retry_cell(key, g["pre_cells"][key][0], SCALES["small"])
+    assert retry == f"{key}-lr{lr:g}" and lr < SCALES["small"].pretraining_lr
+    assert result["total"] == 53 and result["pending"] == [f"pretraining/{retry}"]
+    (row,) = [r for r in result["rows"] if r.get("kind") == "pretraining"
+              and r["cell"].endswith(f"/{retry}")]
+    assert row["pending"] and row["gate"]["gate_passed"] is False
+    # Its fine-tuning cells' pretraining gate is not known: the claims reading them wait.
+    assert _claims(result["rows"])["t5_pretrained_sst2"]["verdict"] == "pending"
+
+
+def test_bad_output_dir_is_one_line(tmp_path):
+    missing = str(tmp_path / "nowhere")
+    with pytest.raises(StudyError, match=r"^--output_dir=.*nowhere: no such folder") as e:
+        run_study(_options(missing))
+    assert "\n" not in str(e.value)
+    out = str(tmp_path / "other")
+    _write_cells(out, _grid(_options(out, seed=7)))  # another grid (seed) in that folder
+    with pytest.raises(StudyError, match="holds no finished cell of this grid") as e:
+        run_study(_options(out))
+    assert "\n" not in str(e.value)
+    assert not os.path.exists(os.path.join(out, "results.md"))
+    with pytest.raises(StudyError, match="--report_only and --estimate"):
+        run_study(_options(out, estimate=True))
+
+
+@pytest.mark.long
+def test_tiny_grid_partly_run_then_reported(tmp_path):
+    """A real tiny grid: two variants of BERT Table 5 run (10 pretraining steps), then
+    --report_only over the whole study: those rows as the run wrote them, the others
+    pending."""
+    out = str(tmp_path / "tiny")
+    fast = dict(study=STUDY, scale="tiny", output_dir=out, pretraining_steps=10,
+                finetuning_epochs=1)
+    ran = run_study(StudyRunOptions(**fast, variants="mlm_nsp,no_pretraining"),
+                    say=lambda _: None)
+    before = _snapshot(out)
+    interim = run_study(StudyRunOptions(**fast, report_only=True), say=lambda _: None)
+    assert _snapshot(out) == before
+    scale = SCALES["tiny"]
+    study = STUDIES[STUDY].at_scale(scale, ())
+    assert interim["total"] == 1 + 3 + 1 + len(list(study.evaluations(scale)))
+    assert interim["finished"] == len(ran["ran"])
+
+    def finished(rows):
+        return {(r["variant"], r["task"], r["cell"]): r["value"] for r in rows
+                if r.get("kind") in ("finetuning", "pretraining") and not r.get("pending")}
+
+    assert finished(interim["rows"]) == finished(ran["rows"])
+    waiting = {r["variant"] for r in interim["rows"] if r.get("pending")}
+    assert waiting == {"no_nsp", "ltr_no_nsp", "ltr_bilstm"}
+    with open(interim["results_md"], encoding="utf-8") as f:
+        md = f.read()
+    assert f"{interim['finished']} of {interim['total']} cells finished" in md
+    assert "pending (0 of 1)" in md
