@@ -224,8 +224,9 @@ def test_mirrored_two_replicas_accumulated_equals_one_device_whole_batch(tmp_pat
     import subprocess
     import sys
 
-    worker = os.path.join(os.path.dirname(__file__), "_accumulation_worker.py")
-    for args in (("one_device", tmp_path / "one", 1), ("mirrored", tmp_path / "two", 2, 2)):
+    worker = os.path.join(os.path.dirname(__file__), "_strategy_worker.py")
+    for args in (("accumulation", "one_device", tmp_path / "one", 1),
+                 ("accumulation", "mirrored", tmp_path / "two", 2, 2)):
         proc = subprocess.run([sys.executable, worker, *map(str, args)], capture_output=True,
                               text=True, timeout=900)
         assert proc.returncode == 0, proc.stderr[-4000:]

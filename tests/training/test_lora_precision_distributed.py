@@ -72,8 +72,9 @@ def test_lora_under_mixed_bfloat16_trains_float32_adapters(tmp_path):
 
 @pytest.mark.long  # two fresh processes: ~60-90 s on a loaded 2-core machine
 def test_lora_mirrored_two_devices_equals_one_device(tmp_path):
-    worker = os.path.join(HERE, "_lora_worker.py")
-    for args in (("one_device", tmp_path / "one"), ("mirrored", tmp_path / "two", 2)):
+    worker = os.path.join(HERE, "_strategy_worker.py")
+    for args in (("lora", "one_device", tmp_path / "one"),
+                 ("lora", "mirrored", tmp_path / "two", 2)):
         proc = subprocess.run([sys.executable, worker, *map(str, args)], capture_output=True,
                               text=True, timeout=900)
         assert proc.returncode == 0, proc.stderr[-4000:]
