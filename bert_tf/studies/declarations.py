@@ -615,7 +615,7 @@ SCALES: dict[str, Scale] = {
                    tasks=("SST-2", "SQuAD"), vocab_size=8000,
                    num_layers=2, hidden_size=128, num_heads=2, max_seq_length=192,
                    short_seq_length=64, short_fraction=0.9,
-                   pretraining_steps=15000, pretraining_batch=32, pretraining_lr=1e-3,
+                   pretraining_steps=15000, pretraining_batch=32, pretraining_lr=2e-3,
                    finetuning_epochs=3, finetuning_batch=32, finetuning_lr=3e-4,
                    dupe_factor=2, max_train_examples=0,
                    model_sizes={(3, 768, 12): (1, 128, 2), (6, 768, 3): (2, 128, 1),
@@ -627,8 +627,12 @@ SCALES: dict[str, Scale] = {
                                         "SQuAD": 192},
                    task_max_train_examples={"SST-2": 20000, "IMDb": 5000},
                    head_tail_tasks=("IMDb",),
+                   # lr 2e-3 and the gate at 30% (step 4,500), chosen from the trials of
+                   # 2026-11-28 before the grid (docs/studies.md): phase 1 to step 3,000 at
+                   # lr 1e-3 / 2e-3 / 3e-3 ended at 100-step-mean perplexity 352 / 245 / 455;
+                   # the plateau ends after 3,000-5,000 updates at this size.
                    pretraining_gate=PretrainingGate(bert_perplexity=200.0,
-                                                    gpt_perplexity=250.0),
+                                                    gpt_perplexity=250.0, fraction=0.3),
                    study_variants={
                        "bert_masking": ("mask80_10_10", "mask100_0_0", "mask0_0_100"),
                        "bert_model_size": ("L3_H768_A12", "L6_H768_A12", "L12_H768_A12"),
