@@ -341,7 +341,8 @@ def study_section(study: Study, study_rows: list[dict], plots: list[str],
             ref = study.ordering_note or f"the paper's {o['paper_column']}"
         if study.same_size_pairs:
             ref += ", variants of the same size only"
-        verdict = "holds" if o["holds"] else "does not hold"
+        verdict = "holds" if o["holds"] else \
+            "pending" if waiting and not o["pairs"] else "does not hold"
         lines.append(f"- Ordering on {t} ({'final ' if epoch_numbers else ''}"
                      f"{whats.get(t, what)}) vs {ref}: "
                      f"{verdict} ({o['agree']} of {o['pairs']} pairs in the paper's order, "
@@ -361,6 +362,9 @@ def study_section(study: Study, study_rows: list[dict], plots: list[str],
                          f"{study.pretraining_paper_column} column (lower is better): "
                          f"{'holds' if o['holds'] else 'does not hold'} ({o['agree']} of "
                          f"{o['pairs']} pairs in the paper's order, {o['ties']} tied)")
+        elif any(r.get("pending") for r in pre.values()):
+            lines.append("- Held-out masked-LM perplexity: pending (pretraining cells not "
+                         "finished)")
         else:
             lines.append("- Held-out masked-LM perplexity: not measured at this scale (no "
                          "held-out corpus)")
@@ -462,7 +466,8 @@ def plot_study(output_dir: str, study: Study, rows: list[dict],
         ax.set_xlabel("fine-tuning epoch")
         ax.set_ylabel("held-out accuracy (%)")
         ax.set_title(study.title, fontsize=9)
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:  # an interim report may have no curve yet
+            ax.legend(fontsize=7)
         fig.tight_layout()
         written.append(_save(fig, os.path.join(output_dir, f"{study.name}_epochs.png")))
         plt.close(fig)
@@ -483,7 +488,8 @@ def plot_study(output_dir: str, study: Study, rows: list[dict],
         ax.set_xlabel("transformer layers transferred (0: embeddings only)")
         ax.set_ylabel("held-out accuracy (%)")
         ax.set_title(study.title, fontsize=8)
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:  # an interim report may have no curve yet
+            ax.legend(fontsize=7)
         fig.tight_layout()
         written.append(_save(fig, os.path.join(output_dir, f"{study.name}_layers.png")))
         plt.close(fig)
@@ -499,7 +505,8 @@ def plot_study(output_dir: str, study: Study, rows: list[dict],
         ax.set_xlabel("pretraining step (LM checkpoint)")
         ax.set_ylabel("zero-shot accuracy (%)")
         ax.set_title(f"{study.name}: zero-shot heuristics (dotted: majority class)", fontsize=9)
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:  # an interim report may have no curve yet
+            ax.legend(fontsize=7)
         fig.tight_layout()
         written.append(_save(fig, os.path.join(output_dir, f"{study.name}_zero_shot.png")))
         plt.close(fig)
