@@ -163,24 +163,25 @@ def test_bias_layer_norm_and_bool_mask_float32():
         dropout_residual_layer_norm(x, keep, residual, gamma, beta, 1e-12)
 
 
-def test_bias_gelu_float32_values_and_gradients():
-    rng = np.random.default_rng(3)
-    h = tf.constant(rng.normal(size=(24, 64)) * 2.0, tf.float32)
-    bias = tf.constant(rng.normal(size=64), tf.float32)
+def _bias_gelu_plain_and_fused(dtype, seed):
+    """[y, dh, dbias] of gelu(bias_add(h, bias)) op by op and of `bias_gelu`, for h [24, 64]
+    (normal x 2) and bias [64] in `dtype`, with a float32 upstream gradient [24, 64]."""
+    rng = np.random.default_rng(seed)
+    h = tf.cast(rng.normal(size=(24, 64)) * 2.0, dtype)
+    bias = tf.cast(rng.normal(size=64), dtype)
     upstream = tf.constant(rng.normal(size=(24, 64)), tf.float32)
     plain = _grads(lambda h, b: gelu(tf.nn.bias_add(h, b)), [h, bias], upstream)
-    fused = _grads(bias_gelu, [h, bias], upstream)
+    return plain, _grads(bias_gelu, [h, bias], upstream)
+
+
+def test_bias_gelu_float32_values_and_gradients():
+    plain, fused = _bias_gelu_plain_and_fused(tf.float32, seed=3)
     for a, b in zip(plain, fused):
         assert_close_f32(b, a)
 
 
 def test_bias_gelu_bfloat16_within_one_ulp():
-    rng = np.random.default_rng(4)
-    h = tf.cast(rng.normal(size=(24, 64)) * 2.0, tf.bfloat16)
-    bias = tf.cast(rng.normal(size=64), tf.bfloat16)
-    upstream = tf.constant(rng.normal(size=(24, 64)), tf.float32)
-    plain = _grads(lambda h, b: gelu(tf.nn.bias_add(h, b)), [h, bias], upstream)
-    fused = _grads(bias_gelu, [h, bias], upstream)
+    plain, fused = _bias_gelu_plain_and_fused(tf.bfloat16, seed=4)
     assert fused[0].dtype == tf.bfloat16 and fused[2].dtype == tf.bfloat16
     # y and dh are elementwise: one bf16 ulp. The bias gradient sums 24 rows of bf16 terms (the
     # plain BiasAddGrad rounds per its own order): one ulp of the largest absolute row sum.
