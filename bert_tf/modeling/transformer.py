@@ -9,7 +9,7 @@ from bert_tf.modeling.attention import BertSelfAttention
 from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling import lora
 from bert_tf.modeling.dropout import BertDropout
-from bert_tf.modeling.embeddings import layer_norm, truncated_normal
+from bert_tf.modeling.embeddings import apply_layer_norm, layer_norm, truncated_normal
 from bert_tf.modeling.fused import bias_gelu, dropout_residual_layer_norm
 from bert_tf.modeling.serialization import init_kwargs_from_saved, register
 
@@ -27,7 +27,8 @@ class BertTransformerBlock(keras.layers.Layer):
     `fused.dropout_residual_layer_norm` (XLA kernels whose backward also gives the bias
     gradients; same masks, same values up to float rounding, fewer passes on CPU), and with
     the class attribute `fused_attention_softmax` also the attention's mask + softmax + dropout
-    with `fused.attention_softmax_dropout` (off); inference always uses the plain op pattern.
+    with `fused.attention_softmax_dropout` (off). Inference computes each LayerNorm with
+    `embeddings.apply_layer_norm` (one oneDNN `_MklLayerNorm` kernel after grappler).
     """
 
     # The attention's mask + softmax + dropout as `fused.attention_softmax_dropout` while
@@ -125,7 +126,9 @@ class BertTransformerBlock(keras.layers.Layer):
         `dropout_residual_layer_norm` (same mask, same values up to rounding; the bias gradient
         from its backward kernel)."""
         if not fused:
-            return norm(dropout(dense_2d(x, dense, training), training=training) + residual)
+            return apply_layer_norm(
+                norm, dropout(dense_2d(x, dense, training), training=training) + residual,
+                training)
         projected = dense_2d(x, dense, training, with_bias=False)
         return dropout_residual_layer_norm(projected, dropout.keep_mask(projected, training),
                                            residual, norm.gamma, norm.beta, norm.epsilon,
