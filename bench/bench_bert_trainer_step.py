@@ -27,77 +27,36 @@ import json
 import os
 import pathlib
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
-
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-
 
 def worker(args: argparse.Namespace) -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import keras
-    import numpy as np
-    import tensorflow as tf
-
     import bert_tf
-    from bert_tf.modeling import BertConfig
-    from bert_tf.training.distribution import create_strategy
-    from bert_tf.training.pretraining_loop import PretrainingTrainer, TrainerOptions
+    from profile_common import bert_pretraining_step  # bench/ is on sys.path
+
+    step, close = bert_pretraining_step(args.precision, args.batch, args.seq, args.masked)
     try:
-        from bert_tf.training.precision import set_mixed_precision
-    except ImportError:  # a --compare_with checkout from before bert_tf/training/precision.py
-        from bert_tf.training.pretraining_loop import set_mixed_precision
-    config = BertConfig(vocab_size=30522, hidden_size=256, num_hidden_layers=4,
-                        num_attention_heads=4, intermediate_size=1024)
-    strategy = create_strategy("one_device")
-    set_mixed_precision(args.precision)
-    keras.utils.set_random_seed(1)
-    with tempfile.TemporaryDirectory(prefix="bench_trainer_step_") as output_dir:
-        options = TrainerOptions(output_dir=output_dir, train_batch_size=args.batch,
-                                 learning_rate=1e-4, num_train_steps=10000, num_warmup_steps=10)
-        trainer = PretrainingTrainer(config, options, strategy)
-        rng = np.random.default_rng(0)
-        b, s, p = args.batch, args.seq, args.masked
-        ids = rng.integers(1000, config.vocab_size, (b, s)).astype(np.int32)
-        positions = np.stack([np.sort(rng.choice(np.arange(1, s), p, replace=False))
-                              for _ in range(b)]).astype(np.int32)
-        batch = {k: tf.constant(v) for k, v in {
-            "input_ids": ids, "input_mask": np.ones((b, s), np.int32),
-            "segment_ids": np.zeros((b, s), np.int32), "masked_lm_positions": positions,
-            "masked_lm_ids": np.take_along_axis(ids, positions, 1),
-            "masked_lm_weights": np.ones((b, p), np.float32),
-            "next_sentence_labels": rng.integers(0, 2, (b, 1)).astype(np.int32)}.items()}
-        iterator = iter(strategy.distribute_datasets_from_function(
-            lambda ctx: tf.data.Dataset.from_tensors(batch).repeat()))
-        train_loop = trainer._make_train_loop()  # the loop train() runs
-        one = tf.constant(1)
         for _ in range(args.warmup):
-            train_loop(iterator, one)
+            step()
         times = []
         for _ in range(args.steps):
             start = time.perf_counter()
-            loss = float(train_loop(iterator, one)["loss"].numpy()[0])
+            loss = step()
             times.append((time.perf_counter() - start) * 1e3)
+    finally:
+        close()
     print(json.dumps({"bert_tf": os.path.dirname(os.path.dirname(bert_tf.__file__)),
                       "step_ms_median": round(statistics.median(times), 1),
                       "step_ms": [round(t, 1) for t in times], "last_loss": loss}))
 
 
 def run_worker(tree: pathlib.Path, args: argparse.Namespace) -> dict:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(tree)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--precision", args.precision,
-           "--steps", str(args.steps), "--warmup", str(args.warmup), "--batch", str(args.batch),
-           "--seq", str(args.seq), "--masked", str(args.masked)]
-    proc = subprocess.run(cmd, env=env, cwd=str(tree), capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise SystemExit(f"worker for {tree} failed:\n{proc.stderr[-3000:]}")
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
-    if pathlib.Path(result["bert_tf"]).resolve() != tree.resolve():
-        raise SystemExit(f"worker for {tree} imported bert_tf from {result['bert_tf']}")
-    return result
+    from profile_common import run_in_tree
+
+    return run_in_tree(__file__, tree, [
+        "--precision", args.precision, "--steps", str(args.steps), "--warmup", str(args.warmup),
+        "--batch", str(args.batch), "--seq", str(args.seq), "--masked", str(args.masked)],
+        f"{args.precision} step")
 
 
 def main() -> None:
@@ -117,12 +76,9 @@ def main() -> None:
     if args.worker:
         worker(args)
         return
-    trees = {"this": ROOT}
-    if args.compare_with:
-        other = pathlib.Path(args.compare_with)
-        if not (other / "bert_tf" / "__init__.py").is_file():
-            ap.error(f"--compare_with={args.compare_with!r}: no bert_tf/ package there")
-        trees["other"] = other
+    from profile_common import checkout_trees, load_averages
+
+    trees = checkout_trees(ap, args.compare_with)
     per_pass: dict[str, list[float]] = {name: [] for name in trees}
     load_before = os.getloadavg()
     for i in range(args.passes):
@@ -135,8 +91,7 @@ def main() -> None:
            "trees": {k: str(v) for k, v in trees.items()},
            "step_ms_median_per_pass": per_pass,
            "step_ms_median": {k: round(statistics.median(v), 1) for k, v in per_pass.items()},
-           "loadavg_1_5_15_before": [round(x, 2) for x in load_before],
-           "loadavg_1_5_15_after": [round(x, 2) for x in os.getloadavg()]}
+           **load_averages(load_before)}
     if "other" in trees:
         out["ratio"] = round(out["step_ms_median"]["other"] / out["step_ms_median"]["this"], 3)
     print(json.dumps(out))

@@ -1,12 +1,14 @@
 """What bench/profile_train_step.py and bench/profile_finetune.py share (found by the duplicate
 finder): the checkouts an A/B compares, one worker process per case run in a given checkout,
 the profiled calls under `tf.profiler`, their op events summed per category, and the load
-average and timing note of the JSON report.
+average and timing note of the JSON report; and, with bench/bench_bert_trainer_step.py, the BERT
+config-S pretraining step both run.
 
   trees = checkout_trees(ap, args.compare_with)      # {"this": ROOT[, "other": path]}
   result = run_in_tree(script, tree, worker_args, what)  # the worker's last stdout JSON line
+  step, close = bert_pretraining_step("float32")     # step() -> the step's loss
   tally, value, wall_s = profile_calls(run, calls)   # op-ms by category, type and name
-  report.update(report_tail(load_before))
+  report.update(report_tail(load_before))            # or load_averages(load_before)
 
 A helper of the bench scripts (run from bench/, not part of the bert_tf package).
 """
@@ -61,6 +63,62 @@ def run_in_tree(script: str, tree: pathlib.Path, worker_args: Sequence[str], wha
     if pathlib.Path(result["bert_tf"]).resolve() != tree.resolve():
         raise SystemExit(f"worker for {tree} imported bert_tf from {result['bert_tf']}")
     return result
+
+
+def bert_pretraining_step(precision: str, batch: int = 32, seq: int = 128, masked: int = 20,
+                          jit: bool = False) -> tuple[Callable[[], float], Callable[[], None]]:
+    """One step of `PretrainingTrainer`'s own train loop (what run_pretraining.py runs) per call,
+    for BERT config S (L4 H256 A4 I1024, vocab 30,522; the trainer's defaults: learning rate
+    1e-4, 10 warm-up steps, XLA GELU, `jit` = `jit_compile`) in `precision`, on one fixed
+    random batch (seed 0) of `batch` rows of `seq` tokens with `masked` predictions each
+    (positions in 1..seq-1), through the strategy's distributed iterator, one device.
+
+    Sets the global Keras policy and seed (1). Works with checkouts from before
+    bert_tf/training/precision.py (`--compare_with`), and before `jit_compile` when `jit` is off.
+
+    Returns: (step() -> the step's loss as a float, close() removing the trainer's output folder).
+    """
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from bert_tf.modeling import BertConfig
+    from bert_tf.training.distribution import create_strategy
+    from bert_tf.training.pretraining_loop import PretrainingTrainer, TrainerOptions
+    try:
+        from bert_tf.training.precision import set_mixed_precision
+    except ImportError:  # a --compare_with checkout from before bert_tf/training/precision.py
+        from bert_tf.training.pretraining_loop import set_mixed_precision
+    config = BertConfig(vocab_size=30522, hidden_size=256, num_hidden_layers=4,
+                        num_attention_heads=4, intermediate_size=1024)
+    strategy = create_strategy("one_device")
+    set_mixed_precision(precision)
+    keras.utils.set_random_seed(1)
+    output_dir = tempfile.mkdtemp(prefix="bert_pretraining_step_")
+    options = TrainerOptions(output_dir=output_dir, train_batch_size=batch, learning_rate=1e-4,
+                             num_train_steps=10000, num_warmup_steps=10,
+                             **({"jit_compile": True} if jit else {}))
+    trainer = PretrainingTrainer(config, options, strategy)
+    rng = np.random.default_rng(0)
+    b, s, p = batch, seq, masked
+    ids = rng.integers(1000, config.vocab_size, (b, s)).astype(np.int32)
+    positions = np.stack([np.sort(rng.choice(np.arange(1, s), p, replace=False))
+                          for _ in range(b)]).astype(np.int32)
+    features = {k: tf.constant(v) for k, v in {
+        "input_ids": ids, "input_mask": np.ones((b, s), np.int32),
+        "segment_ids": np.zeros((b, s), np.int32), "masked_lm_positions": positions,
+        "masked_lm_ids": np.take_along_axis(ids, positions, 1),
+        "masked_lm_weights": np.ones((b, p), np.float32),
+        "next_sentence_labels": rng.integers(0, 2, (b, 1)).astype(np.int32)}.items()}
+    iterator = iter(strategy.distribute_datasets_from_function(
+        lambda ctx: tf.data.Dataset.from_tensors(features).repeat()))
+    train_loop = trainer._make_train_loop()  # the loop train() runs
+    one = tf.constant(1)
+
+    def step() -> float:
+        return float(train_loop(iterator, one)["loss"].numpy()[0])
+
+    return step, lambda: shutil.rmtree(output_dir, ignore_errors=True)
 
 
 @dataclasses.dataclass
@@ -134,8 +192,12 @@ def profile_calls(run: Callable[[], float], calls: int, fine_names: bool = False
     return tally, value, wall
 
 
+def load_averages(load_before: Sequence[float]) -> dict:
+    """The load averages (1, 5, 15 min) before the run and now."""
+    return {"loadavg_1_5_15_before": [round(x, 2) for x in load_before],
+            "loadavg_1_5_15_after": [round(x, 2) for x in os.getloadavg()]}
+
+
 def report_tail(load_before: Sequence[float]) -> dict:
     """The timing note and the load averages (1, 5, 15 min) before the run and now."""
-    return {"timing_note": TIMING_NOTE,
-            "loadavg_1_5_15_before": [round(x, 2) for x in load_before],
-            "loadavg_1_5_15_after": [round(x, 2) for x in os.getloadavg()]}
+    return {"timing_note": TIMING_NOTE, **load_averages(load_before)}

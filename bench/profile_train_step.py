@@ -35,9 +35,7 @@ import json
 import os
 import pathlib
 import re
-import shutil
 import sys
-import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CATEGORIES = ("matmul", "elementwise", "gelu", "softmax", "layer_norm", "dropout_rng",
@@ -149,43 +147,8 @@ def read_events(logdir: str):
 
 
 def build_bert_step(jit: bool, precision: str):
-    import keras
-    import numpy as np
-    import tensorflow as tf
-
-    from bert_tf.modeling import BertConfig
-    from bert_tf.training.distribution import create_strategy
-    from bert_tf.training.precision import set_mixed_precision
-    from bert_tf.training.pretraining_loop import PretrainingTrainer, TrainerOptions
-    config = BertConfig(vocab_size=30522, hidden_size=256, num_hidden_layers=4,
-                        num_attention_heads=4, intermediate_size=1024)
-    strategy = create_strategy("one_device")
-    set_mixed_precision(precision)
-    keras.utils.set_random_seed(1)
-    output_dir = tempfile.mkdtemp(prefix="profile_train_step_")
-    options = TrainerOptions(output_dir=output_dir, train_batch_size=32, learning_rate=1e-4,
-                             num_train_steps=10000, num_warmup_steps=10, jit_compile=jit)
-    trainer = PretrainingTrainer(config, options, strategy)
-    rng = np.random.default_rng(0)  # the batch of bench_bert_trainer_step.py
-    b, s, p = 32, 128, 20
-    ids = rng.integers(1000, config.vocab_size, (b, s)).astype(np.int32)
-    positions = np.stack([np.sort(rng.choice(np.arange(1, s), p, replace=False))
-                          for _ in range(b)]).astype(np.int32)
-    batch = {k: tf.constant(v) for k, v in {
-        "input_ids": ids, "input_mask": np.ones((b, s), np.int32),
-        "segment_ids": np.zeros((b, s), np.int32), "masked_lm_positions": positions,
-        "masked_lm_ids": np.take_along_axis(ids, positions, 1),
-        "masked_lm_weights": np.ones((b, p), np.float32),
-        "next_sentence_labels": rng.integers(0, 2, (b, 1)).astype(np.int32)}.items()}
-    iterator = iter(strategy.distribute_datasets_from_function(
-        lambda ctx: tf.data.Dataset.from_tensors(batch).repeat()))
-    train_loop = trainer._make_train_loop()  # the loop train() runs
-    one = tf.constant(1)
-
-    def step() -> float:
-        return float(train_loop(iterator, one)["loss"].numpy()[0])
-
-    return step, lambda: shutil.rmtree(output_dir, ignore_errors=True)
+    from profile_common import bert_pretraining_step  # the step bench_bert_trainer_step times
+    return bert_pretraining_step(precision, jit=jit)
 
 
 def build_gpt_step(jit: bool, precision: str):
