@@ -105,8 +105,34 @@ def _checkpoint_step(prefix: str | None) -> int:
     return int(match.group(1)) if match else 0
 
 
+def gate_step(scale: Scale) -> int | None:
+    """The step at which `scale.pretraining_gate` is read (None: no gate): its fraction of the
+    total steps, as `gates.pretraining_gate` computes it."""
+    if scale.pretraining_gate is None:
+        return None
+    return max(1, int(scale.pretraining_gate.fraction * scale.pretraining_steps))
+
+
+def _stops(first: int, last: int, stop: int, gate_at: int | None) -> list[int]:
+    """The steps a phase [first, last] trains to, in order: the gate's step when it falls in
+    the phase (and before `stop`), then `stop`."""
+    if gate_at is not None and first <= gate_at < stop:
+        return [gate_at, stop]
+    return [stop]
+
+
+def _stopped_at_gate(scale: Scale, model: str, curve: list, at: int) -> dict | None:
+    """The gate's reading of `curve` at step `at` (`gates.pretraining_gate`) when it is NOT
+    passed; None when passed."""
+    from bert_tf.studies.gates import pretraining_gate
+
+    gate = pretraining_gate(scale.pretraining_gate, model, curve, scale.pretraining_steps)
+    return None if gate["gate_passed"] else gate
+
+
 def pretrain_bert(cell_dir: str, variant: Variant, scale: Scale, data: dict, seed: int,
-                  stop_after_step: int | None = None) -> dict | None:
+                  stop_after_step: int | None = None, stop_at_gate: bool = False
+                  ) -> dict | None:
     """MLM+NSP or MLM-only BERT with the variant's masking mixture; writes bert_model.ckpt.
 
     With a two-phase scale (`Scale.short_seq_length`, BERT's section A.2) the steps of
@@ -123,6 +149,12 @@ def pretrain_bert(cell_dir: str, variant: Variant, scale: Scale, data: dict, see
     Args:
       stop_after_step: stop at this global step (after its checkpoint) and return None: a kill
         at that step, for tests.
+      stop_at_gate: read the scale's pretraining gate at its step (`gate_step`) and, when the
+        run is under it, stop there: the result then has `stopped_at_gate` (the step), `gate`
+        (the reading) and the curve so far, and no checkpoint (the study re-runs it at a lower
+        rate, `run.retry_cell`). A run that passes goes on to the end, its weights those of a
+        run without the stop (the loop resumes bit-identically from the gate step's
+        checkpoint).
 
     Returns the cell result: steps (the total), tokens seen, phases, held-out masked-LM
     accuracy / perplexity (at `max_seq_length`), the loss curve (global steps) and each
@@ -164,13 +196,27 @@ def pretrain_bert(cell_dir: str, variant: Variant, scale: Scale, data: dict, see
         num_warmup_steps=max(1, steps // 10), save_checkpoints_steps=max(50, steps // 4),
         iterations_per_loop=max(1, min(100, steps // 20)), max_eval_steps=1000),
         mlm_only=variant.objective == "mlm")
+    logdir = os.path.join(cell_dir, "pretraining", "train")
+    gate_at = gate_step(scale) if stop_at_gate else None
     for first, last, length, train_file, preds in phases:
         if _checkpoint_step(trainer.latest_training_checkpoint) >= last:
             continue  # a resumed cell: this phase is done
         trainer.input_offset = first  # this phase's data is read from its own start
         stop = last if stop_after_step is None else min(last, stop_after_step)
-        trainer.train(lambda ctx, f=train_file, n=length, p=preds: pretraining_dataset(
-            f, n, p, batch, True, input_context=ctx, seed=seed), stop_after_step=stop)
+        for to in _stops(first, last, stop, gate_at):
+            if _checkpoint_step(trainer.latest_training_checkpoint) < to:
+                trainer.train(lambda ctx, f=train_file, n=length, p=preds: pretraining_dataset(
+                    f, n, p, batch, True, input_context=ctx, seed=seed), stop_after_step=to)
+            if to == gate_at:
+                curve = _curve(logdir, "masked_lm_loss")
+                gate = _stopped_at_gate(scale, "bert", curve, to)
+                if gate is not None:
+                    return {"model": "bert", "objective": variant.objective,
+                            "masking": list(variant.masking), "steps": steps,
+                            "pretraining_lr": scale.pretraining_lr, "seed": seed,
+                            "stopped_at_gate": to, "gate": gate, "curve": curve,
+                            "learning_rate_curve": _curve(logdir, "learning_rate",
+                                                          significant=6)}
         if stop < last:
             return None
     trainer.input_offset = 0
@@ -190,7 +236,6 @@ def pretrain_bert(cell_dir: str, variant: Variant, scale: Scale, data: dict, see
             math.exp(min(float(after["masked_lm_loss"]), 50.0)), 3)
     save_original_checkpoint(trainer.model, os.path.join(cell_dir, "bert_model.ckpt"),
                              overwrite=True)
-    logdir = os.path.join(cell_dir, "pretraining", "train")
     result["curve"] = _curve(logdir, "masked_lm_loss")
     result["learning_rate_curve"] = _curve(logdir, "learning_rate", significant=6)
     result.update(_phase_fields(scale, _phase_summary(
@@ -289,7 +334,8 @@ scores the zero-shot heuristics of each (`zero_shot`)."""
 
 
 def pretrain_gpt(cell_dir: str, scale: Scale, data: dict, seed: int,
-                 stop_after_step: int | None = None) -> dict | None:
+                 stop_after_step: int | None = None, stop_at_gate: bool = False
+                 ) -> dict | None:
     """The left-to-right model (GPT-1's `GptModel`, LM loss, `OpenAIAdam`) on the same corpus,
     vocab, steps, batch and length as BERT; writes gpt_params/ (original params format) and
     keeps the checkpoints `pretraining/model.ckpt-<step>` (every steps/8).
@@ -300,7 +346,8 @@ def pretrain_gpt(cell_dir: str, scale: Scale, data: dict, seed: int,
     same text), the second the full windows; one `train_model` run over both (the second call
     resumes the first's checkpoint: weights, OpenAIAdam's moments and step, so its
     `t_total` schedule over the total steps is not restarted). `stop_after_step`: stop there
-    (after its checkpoint) and return None, a kill for tests."""
+    (after its checkpoint) and return None, a kill for tests. `stop_at_gate`: as
+    `pretrain_bert`'s (the LM loss's perplexity against the gate's LTR threshold)."""
     import keras
     import tensorflow as tf
 
@@ -324,23 +371,37 @@ def pretrain_gpt(cell_dir: str, scale: Scale, data: dict, seed: int,
         return model.compute_losses(outputs, batch["token_ids"], mask)["train_loss"]
 
     result = None
+    logdir = os.path.join(out_dir, "train")
+    gate_at = gate_step(scale) if stop_at_gate else None
     for first, last, length in phase_bounds(scale):
         if _checkpoint_step(latest_checkpoint(out_dir)) >= last:
             continue  # a resumed cell: this phase is done
         pieces = windows.shape[1] // length
         phase_windows = windows[:, :pieces * length].reshape(-1, length)
         stop = last if stop_after_step is None else min(last, stop_after_step)
-        result = train_model(
-            model, {"token_ids": phase_windows}, loss_fn,
-            FinetuneOptions(output_dir=out_dir, learning_rate=lr, num_train_steps=stop,
-                            num_warmup_steps=max(1, steps // 10),
-                            train_batch_size=scale.pretraining_batch,
-                            save_checkpoints_steps=max(25, steps // 8),
-                            keep_checkpoint_max=GPT_PRETRAINING_CHECKPOINTS,
-                            seed=seed, shuffle_buffer=1000, progress=False, plot_curves=False),
-            input_keys=("token_ids",),
-            optimizer_fn=lambda: OpenAIAdam(lr, t_total=steps, schedule="warmup_linear",
-                                            warmup=0.1, l2=0.01, max_grad_norm=0.0))
+        for to in _stops(first, last, stop, gate_at):
+            if _checkpoint_step(latest_checkpoint(out_dir)) < to:
+                result = train_model(
+                    model, {"token_ids": phase_windows}, loss_fn,
+                    FinetuneOptions(output_dir=out_dir, learning_rate=lr, num_train_steps=to,
+                                    num_warmup_steps=max(1, steps // 10),
+                                    train_batch_size=scale.pretraining_batch,
+                                    save_checkpoints_steps=max(25, steps // 8),
+                                    keep_checkpoint_max=GPT_PRETRAINING_CHECKPOINTS,
+                                    seed=seed, shuffle_buffer=1000, progress=False,
+                                    plot_curves=False),
+                    input_keys=("token_ids",),
+                    optimizer_fn=lambda: OpenAIAdam(lr, t_total=steps,
+                                                    schedule="warmup_linear", warmup=0.1,
+                                                    l2=0.01, max_grad_norm=0.0))
+            if to == gate_at:
+                curve = _curve(logdir, "loss")
+                gate = _stopped_at_gate(scale, "gpt", curve, to)
+                if gate is not None:
+                    return {"model": "gpt", "steps": steps, "pretraining_lr": lr,
+                            "seed": seed, "stopped_at_gate": to, "gate": gate,
+                            "curve": curve, "learning_rate_curve": _curve(
+                                logdir, "learning_rate", significant=6)}
         if stop < last:
             return None
     if result is None:  # every phase done (a cell killed after training): its weights
@@ -355,7 +416,6 @@ def pretrain_gpt(cell_dir: str, scale: Scale, data: dict, seed: int,
 
         shutil.rmtree(params)
     save_original_params(model, params)
-    logdir = os.path.join(out_dir, "train")
     curve = _curve(logdir, "loss")
     final = result["loss"] if result is not None and math.isfinite(result["loss"]) else \
         (curve[-1][1] if curve else float("nan"))

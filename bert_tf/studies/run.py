@@ -324,12 +324,15 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
     def pretrain(key: str, v, sized, pseed: int) -> tuple[dict, dict, str]:
         """The pretraining cell and its gate; under the gate, one re-run at the gate's lower
         learning rate (its own cell). Returns (result, gate, the cell key used)."""
-        def fn(s):
+        def fn(s, first: bool):
+            # The first attempt stops at the gate's step when under it (no need to train
+            # the 70-80% after it: the re-run replaces it); the re-run trains to the end.
             if v.model == "gpt":
-                return lambda d: cell_runs.pretrain_gpt(d, s, data, pseed)
-            return lambda d: cell_runs.pretrain_bert(d, v, s, data, pseed)
+                return lambda d: cell_runs.pretrain_gpt(d, s, data, pseed, stop_at_gate=first)
+            return lambda d: cell_runs.pretrain_bert(d, v, s, data, pseed,
+                                                     stop_at_gate=first)
 
-        result, _ = cell("pretraining", key, fn(sized))
+        result, _ = cell("pretraining", key, fn(sized, True))
         gate = gates.pretraining_gate(scale.pretraining_gate, v.model, result.get("curve", []),
                                       result["steps"])
         if gate["gate_passed"]:
@@ -339,7 +342,7 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
         say(f"pretraining/{key}: under its gate ({gate}); running it again at lr {lr:g} "
             f"({retry_key})")
         retried, _ = cell("pretraining", retry_key,
-                          fn(dataclasses.replace(sized, pretraining_lr=lr)))
+                          fn(dataclasses.replace(sized, pretraining_lr=lr), False))
         gate2 = gates.pretraining_gate(scale.pretraining_gate, v.model,
                                        retried.get("curve", []), retried["steps"])
         gate2.update(retry_of=key, first_attempt=gate)

@@ -184,3 +184,53 @@ def test_the_primary_claims_cells_run_first():
     assert seeds.index(True) > 0 and not any(
         not s for s in seeds[seeds.index(True):]), "second pretraining seed's cells last"
     assert kinds[0] == "pretraining"
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("model", ["bert", "gpt"])
+def test_a_first_attempt_stops_at_its_gate_only_when_under_it(tmp_path, tiny_data, model):
+    """`stop_at_gate`: a run under its gate stops at the gate's step (its curve so far, no
+    checkpoint); a run over it goes on, to the weights of a run without the stop."""
+    from bert_tf.studies import cell_runs
+    from bert_tf.studies.declarations import Variant
+    from bert_tf.studies.gates import PretrainingGate, pretraining_gate
+
+    base = _tiny_two_phase()  # 20 steps: 18 at length 32, 2 at 64; the gate at 50% = step 10
+    never = dataclasses.replace(base, pretraining_gate=PretrainingGate(1.0, 1.0, fraction=0.5))
+    always = dataclasses.replace(base, pretraining_gate=PretrainingGate(1e12, 1e12,
+                                                                        fraction=0.5))
+    assert cell_runs.gate_step(never) == 10 and cell_runs.gate_step(base) is None
+    variant = Variant("m", "m", model=model)
+
+    def run(name: str, scale, stop_at_gate: bool):
+        folder = str(tmp_path / name)
+        os.makedirs(folder, exist_ok=True)
+        if model == "gpt":
+            return folder, cell_runs.pretrain_gpt(folder, scale, tiny_data, 12345,
+                                                  stop_at_gate=stop_at_gate)
+        return folder, cell_runs.pretrain_bert(folder, variant, scale, tiny_data, 12345,
+                                               stop_at_gate=stop_at_gate)
+
+    folder, stopped = run("under", never, True)
+    assert stopped["stopped_at_gate"] == 10 and stopped["steps"] == 20
+    assert stopped["curve"] and max(s for s, _ in stopped["curve"]) <= 10
+    assert not stopped["gate"]["gate_passed"] and stopped["gate"]["by_step"] == 10
+    # The study's own reading of the cell (run.py) agrees: under its gate, so re-run.
+    assert not pretraining_gate(never.pretraining_gate, model, stopped["curve"],
+                                stopped["steps"])["gate_passed"]
+    assert "checkpoint" not in stopped and "params" not in stopped
+    assert not os.path.exists(os.path.join(folder, "bert_model.ckpt.index"))
+    assert not os.path.exists(os.path.join(folder, "gpt_params"))
+
+    _, passed = run("over", always, True)
+    _, plain = run("plain", always, False)
+    assert "stopped_at_gate" not in passed and passed["steps"] == 20
+    assert passed["curve"] == plain["curve"]
+    if model == "gpt":
+        a = _weights(os.path.join(str(tmp_path / "over"), "pretraining", "model.ckpt-20"))
+        b = _weights(os.path.join(str(tmp_path / "plain"), "pretraining", "model.ckpt-20"))
+    else:
+        a, b = _weights(passed["checkpoint"]), _weights(plain["checkpoint"])
+    assert a.keys() == b.keys()
+    for name in a:
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
