@@ -7,6 +7,8 @@ train step and of one `predict_arrays` call, from the TF profiler (issue 35).
   python bench/profile_finetune.py --onednn 1,0                      # TF_ENABLE_ONEDNN_OPTS A/B
   python bench/profile_finetune.py --modes train --fused 0,1         # fused_kernels A/B
   python bench/profile_finetune.py --modes train_alternating --steps 6  # the same, one process
+  python bench/profile_finetune.py --modes predict --inference_fusion 0,1  # fused inference A/B
+  python bench/profile_finetune.py --modes predict_alternating --steps 6   # the same, one process
   git worktree add /tmp/before <commit>
   python bench/profile_finetune.py --compare_with /tmp/before        # same-run A/B ratios
 
@@ -27,11 +29,18 @@ Modes, each the code path the bench times:
   * predict: one `predict_arrays(model, inputs, --predict_batch, ["logits"])` call on
     `--predict_examples` examples (length-bucketed, the default), after an untimed call that
     traces (the function is cached with the model, so the profiled call runs no trace);
-    `--predict_jit 1` runs the same batches through `tf.function(jit_compile=True)` (XLA).
+    `--predict_jit 1` runs the same batches through `tf.function(jit_compile=True)` (XLA);
+    `--inference_fusion 0` traces it with the inference fusions off
+    (`bert_tf.modeling.embeddings.FUSED_INFERENCE_LAYER_NORM`: each LayerNorm as Keras' op
+    chain instead of the graph oneDNN's remapper fuses into one `_MklLayerNorm`);
+  * predict_alternating: two copies of the model (same weights), one traced with the inference
+    fusions off, one with them on, one `predict_arrays` call each per round in alternating
+    order for `--steps` rounds, no profiler: per-round wall ratios off / on, and the largest
+    difference of their logits.
 
 Each case runs in its own process (`--worker`; the tree first on PYTHONPATH; `--threads`
 intra-op threads, 0 = all cores; one inter-op thread, as the bench), in alternating order when
-there are two trees, oneDNN settings or fused settings. Categories: `bench/profile_train_step.py`'s
+there are two trees, oneDNN settings, fused settings or inference-fusion settings. Categories: `bench/profile_train_step.py`'s
 (`categorize`): matmul (MatMul / BatchMatMul / Einsum and oneDNN's fused MatMul+BiasAdd(+GELU)),
 elementwise, gelu, softmax, layer_norm, dropout_rng, dropout_apply, cast, bias_grad,
 gather_scatter, loss, optimizer, xla (an XLA cluster, e.g. the whole predict step under
@@ -156,26 +165,65 @@ def build_predict(args, model, arrays):
     return run
 
 
+def set_inference_fusion(on: bool) -> None:
+    """The inference fusions of bert_tf's BERT layers on / off (read when a function traces);
+    a checkout from before them has nothing to switch."""
+    from bert_tf.modeling import embeddings
+    if hasattr(embeddings, "FUSED_INFERENCE_LAYER_NORM"):
+        embeddings.FUSED_INFERENCE_LAYER_NORM = on
+
+
+def alternate_inference_fusion(args, model, arrays) -> dict:
+    """--modes predict_alternating: `predict_arrays` on two copies of `model` (same weights),
+    the first traced with the inference fusions off, the second with them on, one call each
+    per round in alternating order (no profiler): per-round wall ratios off / on."""
+    import numpy as np
+
+    twin = build_model(args.task)
+    twin.set_weights(model.get_weights())
+    runs, logits = {}, {}
+    for name, copy, on in (("off", model, False), ("on", twin, True)):
+        set_inference_fusion(on)
+        runs[name] = build_predict(args, copy, arrays)
+        runs[name]()  # traces with the setting
+    from bert_tf.training.finetuning import predict_arrays
+    inputs = {k: arrays[k][:args.predict_examples]
+              for k in ("input_word_ids", "input_mask", "input_type_ids")}
+    for name, copy in (("off", model), ("on", twin)):
+        logits[name] = predict_arrays(copy, inputs, args.predict_batch, ["logits"],
+                                      progress=False)["logits"]
+    per = f"predict call of {args.predict_examples} examples, one per round and variant"
+    return {**_alternating_rounds(runs, args.steps, per),
+            "max_abs_logit_difference": float(np.max(np.abs(logits["off"] - logits["on"])))}
+
+
 def alternate_fused(args, model, arrays) -> dict:
     """--modes train_alternating: the op-by-op and the fused train step of one model in this
     process, one step each per round in alternating order (no profiler): per-round wall ratios
     op-by-op / fused, which a loaded machine disturbs less than two processes' figures."""
-    import time
-
     runs = {"op_by_op": build_train(args, model, arrays, fused=False),
             "fused": build_train(args, model, arrays, fused=True)}
     for run in runs.values():
         for _ in range(args.warmup):
             run()
+    return _alternating_rounds(runs, args.steps, "train step, one per round and variant")
+
+
+def _alternating_rounds(runs: dict, rounds: int, per: str) -> dict:
+    """`rounds` rounds of one call of each of the two `runs` ({name a: call, name b: call}), in
+    alternating order (a b, b a, ...), timed by the wall clock: "ratio_<a>_over_<b>_per_round"
+    (a's seconds / b's), its "ratio_median" (the upper median) and "wall_ms_per_round"."""
+    import time
+
     seconds = {k: [] for k in runs}
-    for r in range(args.steps):
+    for r in range(rounds):
         for name in (list(runs) if r % 2 == 0 else list(reversed(runs))):
             start = time.perf_counter()
             runs[name]()
             seconds[name].append(time.perf_counter() - start)
-    ratios = [a / b for a, b in zip(seconds["op_by_op"], seconds["fused"])]
-    return {"per": "train step, one per round and variant",
-            "ratio_op_by_op_over_fused_per_round": [round(x, 3) for x in ratios],
+    a, b = runs
+    ratios = [x / y for x, y in zip(seconds[a], seconds[b])]
+    return {"per": per, f"ratio_{a}_over_{b}_per_round": [round(x, 3) for x in ratios],
             "ratio_median": round(sorted(ratios)[len(ratios) // 2], 3),
             "wall_ms_per_round": {k: [round(x * 1e3) for x in v] for k, v in seconds.items()}}
 
@@ -192,12 +240,15 @@ def worker(args: argparse.Namespace) -> None:
     n = max(args.predict_examples, args.batch * (args.warmup + args.steps))
     arrays = make_arrays(args.task, n, args.seq, args.min_length)
     model = build_model(args.task)
-    if args.mode == "train_alternating":
+    if args.mode in ("train_alternating", "predict_alternating"):
+        alternate = alternate_fused if args.mode == "train_alternating" else \
+            alternate_inference_fusion
         print(json.dumps({"bert_tf": os.path.dirname(os.path.dirname(bert_tf.__file__)),
                           "loadavg_1_before": round(os.getloadavg()[0], 2),
-                          **alternate_fused(args, model, arrays),
+                          **alternate(args, model, arrays),
                           "loadavg_1_after": round(os.getloadavg()[0], 2)}))
         return
+    set_inference_fusion(bool(int(args.inference_fusion)))
     run = (build_train if args.mode == "train" else build_predict)(args, model, arrays)
     calls = args.steps if args.mode == "train" else 1
     for _ in range(args.warmup if args.mode == "train" else 1):
@@ -208,6 +259,7 @@ def worker(args: argparse.Namespace) -> None:
         "bert_tf": os.path.dirname(os.path.dirname(bert_tf.__file__)),
         "onednn_opts": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default"),
         "fused_kernels": bool(int(args.fused)),
+        "inference_fusion": bool(int(args.inference_fusion)),
         "per": "train step" if args.mode == "train" else
                f"predict call of {args.predict_examples} examples",
         "wall_ms_traced": round(wall * 1e3, 1), "last_value": value,
@@ -223,22 +275,25 @@ def worker(args: argparse.Namespace) -> None:
 
 
 def run_worker(tree: pathlib.Path, side: tuple, case: dict, args) -> dict:
-    """One case in its own process: `side` is (tree name, oneDNN setting, fused 0/1)."""
+    """One case in its own process: `side` is (tree name, oneDNN setting, fused 0/1,
+    inference fusion 0/1)."""
     from profile_common import run_in_tree
-    _, onednn, fused = side
+    _, onednn, fused, inference = side
     worker_args = ["--task", case["task"], "--mode", case["mode"], "--predict_jit",
-                   str(case["jit"]), "--fused", str(fused)]
+                   str(case["jit"]), "--fused", str(fused), "--inference_fusion", str(inference)]
     for name in ("seq", "min_length", "batch", "predict_batch", "predict_examples", "steps",
                  "warmup", "threads", "top"):
         worker_args += [f"--{name}", str(getattr(args, name))]
     worker_args += ["--by_name"] if args.by_name else []
-    return run_in_tree(__file__, tree, worker_args, f"{case} (oneDNN {onednn}, fused {fused})",
+    return run_in_tree(__file__, tree, worker_args,
+                       f"{case} (oneDNN {onednn}, fused {fused}, inference fusion {inference})",
                        env={} if onednn == "default" else {"TF_ENABLE_ONEDNN_OPTS": onednn})
 
 
 def _side_name(side: tuple) -> str:
-    tree, onednn, fused = side
-    return f"{tree} onednn={onednn}" + (" fused" if fused else "")
+    tree, onednn, fused, inference = side
+    return (f"{tree} onednn={onednn}" + (" fused" if fused else "")
+            + ("" if inference else " inference_fusion=0"))
 
 
 def _list(ap, value: str, allowed, what: str) -> list:
@@ -258,7 +313,9 @@ def main() -> None:
     ap.add_argument("--tasks", default="classifier,token", help="comma list: classifier, token")
     ap.add_argument("--modes", default="train,predict",
                     help="comma list: train, predict, train_alternating (the op-by-op and the "
-                         "fused train step alternating in one process, --steps rounds)")
+                         "fused train step alternating in one process, --steps rounds), "
+                         "predict_alternating (prediction with the inference fusions off and "
+                         "on, alternating in one process, --steps rounds)")
     ap.add_argument("--predict_jit", default="0", help="comma list of 0 (XLA off), 1 (XLA on)")
     ap.add_argument("--onednn", default="default",
                     help="comma list of TF_ENABLE_ONEDNN_OPTS values (default, 1, 0); two "
@@ -266,6 +323,9 @@ def main() -> None:
     ap.add_argument("--fused", default="0",
                     help="comma list of 0, 1: train with make_train_step(fused_kernels=) off / "
                          "on (two values make an A/B in the same run; prediction ignores it)")
+    ap.add_argument("--inference_fusion", default="1",
+                    help="comma list of 0, 1: predict with bert_tf's inference fusions off / on "
+                         "(two values make an A/B in the same run; training ignores it)")
     ap.add_argument("--compare_with", default=None,
                     help="another bert_tf checkout (e.g. a git worktree of an earlier commit)")
     ap.add_argument("--seq", type=int, default=128)
@@ -283,29 +343,32 @@ def main() -> None:
         worker(args)
         return
     tasks = _list(ap, args.tasks, NUM_LABELS, "tasks")
-    modes = _list(ap, args.modes, ("train", "predict", "train_alternating"), "modes")
+    modes = _list(ap, args.modes, ("train", "predict", "train_alternating",
+                                   "predict_alternating"), "modes")
     jits = [int(j) for j in _list(ap, args.predict_jit, ("0", "1"), "predict_jit")]
     onednn = _list(ap, args.onednn, ("default", "0", "1"), "onednn")
     fused = [int(f) for f in _list(ap, args.fused, ("0", "1"), "fused")]
+    inference = [int(f) for f in _list(ap, args.inference_fusion, ("0", "1"),
+                                       "inference_fusion")]
     sys.path.insert(0, str(ROOT / "bench"))
     from host import cpu_description  # bench/host.py: the CPU the profile ran on
     from profile_common import checkout_trees, report_tail
     from profile_train_step import CATEGORIES
     trees = checkout_trees(ap, args.compare_with)
-    sides = [(t, o, f) for t in trees for o in onednn for f in fused]
+    sides = [(t, o, f, i) for t in trees for o in onednn for f in fused for i in inference]
     if len(sides) > 2:
-        ap.error("--compare_with, two --onednn values and two --fused values make more than "
-                 "an A/B together; give one of them")
+        ap.error("--compare_with, two --onednn, --fused or --inference_fusion values make more "
+                 "than an A/B together; give one of them")
     cases = {}
     load_before = os.getloadavg()
     plan = [{"task": t, "mode": m, "jit": j} for t in tasks for m in modes
             for j in (jits if m == "predict" else [0])]
     for i, case in enumerate(plan):
         order = sides if i % 2 == 0 else list(reversed(sides))
-        if case["mode"] == "train_alternating":  # its own A/B, in one process
-            order = [("this", "default", 0)]
+        if case["mode"] in ("train_alternating", "predict_alternating"):  # own A/B, one process
+            order = [("this", "default", 0, 1)]
         got = {_side_name(side): run_worker(trees[side[0]], side, case, args) for side in order}
-        if len(sides) == 2 and case["mode"] != "train_alternating":
+        if len(sides) == 2 and case["mode"] not in ("train_alternating", "predict_alternating"):
             a, b = (got[_side_name(side)] for side in sides)
             got["ratio_b_over_a"] = {c: round(b["op_ms_by_category"][c] /
                                               a["op_ms_by_category"][c], 3)
