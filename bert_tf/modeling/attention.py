@@ -16,6 +16,14 @@ from bert_tf.modeling.serialization import init_kwargs_from_saved, register
 # The original adds (1 - mask) * -10000 to the attention logits of masked keys.
 MASK_ADDER = -10000.0
 
+# Inference (training false or None) in float32 scales the scores after the q·k matmul, as the
+# original does, instead of folding 1/sqrt(D) into the query kernel: matmul → Mul → AddV2 (the
+# key mask) is the pattern oneDNN's grappler remapper fuses into one `_MklFusedBatchMatMulV2`,
+# which drops the [B, N, S, S] mask add and the kernel scaling from the graph. False: the
+# folded form there too (read when a function is traced; bench/profile_finetune.py
+# --inference_fusion 0,1).
+FUSED_INFERENCE_SCORES = True
+
 
 def attention_mask_adder(input_mask: tf.Tensor, dtype: tf.DType = tf.float32) -> tf.Tensor:
     """Turns a [batch, seq_len] 0/1 `input_mask` into the additive bias on keys.
@@ -118,14 +126,21 @@ class BertSelfAttention(keras.layers.Layer):
           context float [batch, seq_len or Q, H]; with `return_probs`, also probs
           [batch, N, seq_len or Q, seq_len].
         """
+        # Folded: 1/sqrt(D) in the query kernel (training, 16-bit inference); else the scores
+        # scaled after the matmul, fused with the mask add by oneDNN (FUSED_INFERENCE_SCORES).
+        fold = bool(training) or not FUSED_INFERENCE_SCORES or hidden_states.dtype != tf.float32
         if queries is None:
-            q, k, v = self._heads(hidden_states, (self.query, self.key, self.value), True,
+            q, k, v = self._heads(hidden_states, (self.query, self.key, self.value), fold,
                                   training)
         else:
             k, v = self._heads(hidden_states, (self.key, self.value), False, training)
-            (q,) = self._heads(queries, (self.query,), True, training)
-        scores = tf.matmul(q, k, transpose_b=True)  # [B, N, S, S], already scaled
-        if fused and training:
+            (q,) = self._heads(queries, (self.query,), fold, training)
+        scores = tf.matmul(q, k, transpose_b=True)  # [B, N, S, S], scaled when folded
+        if not fold:
+            scale = tf.constant(1.0 / math.sqrt(float(self.head_size)), scores.dtype)
+            probs = tf.nn.softmax(scores * scale + tf.cast(mask_adder, scores.dtype), axis=-1)
+            dropped = self.dropout(probs, training=training)
+        elif fused and training:
             dropped, probs = attention_softmax_dropout(
                 scores, mask_adder, self.dropout.keep_mask(scores, training),
                 self.dropout.keep_scale, return_probs=True)

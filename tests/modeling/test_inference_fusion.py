@@ -1,5 +1,7 @@
 """BERT inference graphs with oneDNN's fused kernels (issue 35): each LayerNorm as one
-`_MklLayerNorm` (`embeddings.inference_layer_norm`), against the original's numbers.
+`_MklLayerNorm` (`embeddings.inference_layer_norm`), the attention scores' matmul, 1/sqrt(D)
+scale and key-mask add as one `_MklFusedBatchMatMulV2` (`attention.FUSED_INFERENCE_SCORES`),
+against the original's numbers.
 
 Fixtures: ../shared/fixtures/original/misc (the layer norm reference, with its ill-conditioned
 rows) and checkpoint/ (tiny BERT and its reference forward pass). Tolerances from the fixture
@@ -17,7 +19,7 @@ from tensorflow.python.eager import context
 from tensorflow.python.util import _pywrap_util_port
 
 from bert_tf.checkpoints import load_original_checkpoint
-from bert_tf.modeling import BertConfig, BertPretrainer, embeddings
+from bert_tf.modeling import BertConfig, BertPretrainer, attention, embeddings
 from bert_tf.modeling.embeddings import apply_layer_norm, inference_layer_norm, layer_norm
 
 HIDDEN_ATOL = 1e-5  # README §7
@@ -140,7 +142,8 @@ def reference(original_fixtures):
 
 def test_traced_inference_against_the_original(reference):
     """The pretrainer traced with a dynamic batch and length, as prediction and serving trace
-    it: every encoder LayerNorm one fused kernel, outputs the original's (README §7)."""
+    it: every encoder LayerNorm one fused kernel, each layer's scores one fused batch matmul
+    (the context matmul stays a plain one), outputs the original's (README §7)."""
     model, feeds, ref = reference
     signature = [{k: tf.TensorSpec([None, None], tf.int32) for k in feeds}]
     forward = tf.function(lambda b: model(b, training=False, return_attention_probs=True),
@@ -148,6 +151,8 @@ def test_traced_inference_against_the_original(reference):
     out, ops = optimized_op_types(forward, feeds)
     layers = model.config.num_hidden_layers
     assert ops[fused_layer_norm_op()] == 1 + 2 * layers, ops
+    if ONEDNN:
+        assert ops["_MklFusedBatchMatMulV2"] == layers and ops["BatchMatMulV2"] == layers, ops
     for key in ("embedding_output", "sequence_output", "pooled_output"):
         np.testing.assert_allclose(out[key], ref[key], atol=HIDDEN_ATOL, rtol=0, err_msg=key)
     np.testing.assert_allclose(np.stack(out["encoder_outputs"]), ref["all_encoder_layers"],
@@ -159,9 +164,22 @@ def test_traced_inference_against_the_original(reference):
 def test_switch_off_gives_the_keras_graph(reference, monkeypatch):
     model, feeds, ref = reference
     monkeypatch.setattr(embeddings, "FUSED_INFERENCE_LAYER_NORM", False)
+    monkeypatch.setattr(attention, "FUSED_INFERENCE_SCORES", False)
     signature = [{k: tf.TensorSpec([None, None], tf.int32) for k in feeds}]
     out, ops = optimized_op_types(
         tf.function(lambda b: model(b, training=False), input_signature=signature), feeds)
     assert ops["_MklLayerNorm"] == 0 and ops["FusedBatchNormV3"] == 0, ops
+    assert ops["_MklFusedBatchMatMulV2"] == 0, ops
     np.testing.assert_allclose(out["sequence_output"], ref["sequence_output"], atol=HIDDEN_ATOL,
                                rtol=0)
+
+
+def test_training_keeps_the_folded_scores(reference):
+    """training=True: the query kernel carries 1/sqrt(D) (no scaled-scores batch matmul) and the
+    LayerNorms are Keras' (no FusedBatchNormV3)."""
+    model, feeds, _ = reference
+    signature = [{k: tf.TensorSpec([None, None], tf.int32) for k in feeds}]
+    _, ops = optimized_op_types(
+        tf.function(lambda b: model(b, training=True), input_signature=signature), feeds)
+    assert ops["_MklFusedBatchMatMulV2"] == 0 and ops["FusedBatchNormV3"] == 0, ops
+    assert ops["_MklLayerNorm"] == 0, ops
