@@ -199,12 +199,13 @@ class Int8WeightDense(keras.layers.Dense):
 
     @property
     def kernel(self):
+        stored = super().kernel  # Keras' int8 kernel variable [in, out] (no LoRA: refused)
         if self.int8_compute:
-            return Int8Kernel(tf.convert_to_tensor(self._kernel),
+            return Int8Kernel(tf.convert_to_tensor(stored),
                               tf.cast(self.kernel_scale, tf.float32),
                               tf.convert_to_tensor(self.kernel_column_sums))
-        return tf.cast(self._kernel, self.compute_dtype) / tf.cast(self.kernel_scale,
-                                                                    self.compute_dtype)
+        return tf.cast(stored, self.compute_dtype) / tf.cast(self.kernel_scale,
+                                                              self.compute_dtype)
 
     def quantized_call(self, inputs, training=None):
         x = tf.matmul(inputs, self.kernel)
@@ -266,7 +267,7 @@ def quantize_int8_weights(model, compute: str = "int8") -> list[str]:
         if compute == "int8":  # WEIGHT_MAX levels instead of Keras' 127
             scale = WEIGHT_MAX / tf.maximum(tf.reduce_max(tf.abs(kernel), axis=0), 1e-30)
             values = tf.cast(tf.round(kernel * scale), tf.int8)
-            layer._kernel.assign(values)
+            layer.kernel.assign(values)  # Dense.kernel in int8 mode: the int8 variable
             layer.kernel_scale.assign(scale)
             # summing an int8 kernel per call measured a third of a batch-1 matmul's time;
             # (Keras locks a built layer's state; its own quantize() unlocks it the same way)
