@@ -32,7 +32,9 @@ Modes, each the code path the bench times:
     `--predict_jit 1` runs the same batches through `tf.function(jit_compile=True)` (XLA);
     `--inference_fusion 0` traces it with the inference fusions off
     (`bert_tf.modeling.embeddings.FUSED_INFERENCE_LAYER_NORM`: each LayerNorm as Keras' op
-    chain instead of the graph oneDNN's remapper fuses into one `_MklLayerNorm`);
+    chain instead of the graph oneDNN's remapper fuses into one `_MklLayerNorm`;
+    `bert_tf.modeling.attention.FUSED_INFERENCE_SCORES`: 1/sqrt(D) folded into the query
+    kernel and the key mask added apart instead of one `_MklFusedBatchMatMulV2`);
   * predict_alternating: two copies of the model (same weights), one traced with the inference
     fusions off, one with them on, one `predict_arrays` call each per round in alternating
     order for `--steps` rounds, no profiler: per-round wall ratios off / on, and the largest
@@ -168,9 +170,11 @@ def build_predict(args, model, arrays):
 def set_inference_fusion(on: bool) -> None:
     """The inference fusions of bert_tf's BERT layers on / off (read when a function traces);
     a checkout from before them has nothing to switch."""
-    from bert_tf.modeling import embeddings
-    if hasattr(embeddings, "FUSED_INFERENCE_LAYER_NORM"):
-        embeddings.FUSED_INFERENCE_LAYER_NORM = on
+    from bert_tf.modeling import attention, embeddings
+    for module, name in ((embeddings, "FUSED_INFERENCE_LAYER_NORM"),
+                         (attention, "FUSED_INFERENCE_SCORES")):
+        if hasattr(module, name):
+            setattr(module, name, on)
 
 
 def alternate_inference_fusion(args, model, arrays) -> dict:
