@@ -10,17 +10,13 @@ import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.dirname(__file__))
 import tensorflow as tf  # noqa: E402
+from _worker_devices import set_up_devices  # noqa: E402
 
 strategy_name, output_dir = sys.argv[1], sys.argv[2]
 n_cpu = int(sys.argv[3]) if len(sys.argv) > 3 else 1
-early_strategy = None
-if strategy_name == "multi_worker_mirrored":  # collectives must be set up before anything else
-    early_strategy = tf.distribute.MultiWorkerMirroredStrategy()
-else:
-    cpus = tf.config.list_physical_devices("CPU")
-    tf.config.set_logical_device_configuration(
-        cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(n_cpu)])
+early_strategy = set_up_devices(strategy_name, n_cpu)
 
 import keras  # noqa: E402
 

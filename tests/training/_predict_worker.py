@@ -13,15 +13,13 @@ import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.dirname(__file__))
 import tensorflow as tf  # noqa: E402
+from _worker_devices import set_up_devices  # noqa: E402
 
 multi_worker = len(sys.argv) > 3 and sys.argv[3] == "multi_worker_mirrored"
-if multi_worker:  # TF_CONFIG names the 2 local workers; collectives first
-    early_strategy = tf.distribute.MultiWorkerMirroredStrategy()
-else:
-    cpus = tf.config.list_physical_devices("CPU")
-    tf.config.set_logical_device_configuration(
-        cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(2)])
+# multi_worker_mirrored: TF_CONFIG names the 2 local workers; collectives first
+early_strategy = set_up_devices("multi_worker_mirrored" if multi_worker else "mirrored", 2)
 
 import keras  # noqa: E402
 

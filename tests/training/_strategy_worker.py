@@ -17,21 +17,20 @@ import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.dirname(__file__))
 import tensorflow as tf  # noqa: E402
+from _worker_devices import set_up_devices  # noqa: E402
 
 case, strategy_name, output_dir, *rest = sys.argv[1:]
 if case not in ("lora", "accumulation"):
     sys.exit(f"_strategy_worker.py: CASE must be lora or accumulation, got {case!r}")
 k = int(rest.pop(0)) if case == "accumulation" else None
 n_cpu = int(rest[0]) if rest else 1
-cpus = tf.config.list_physical_devices("CPU")
-tf.config.set_logical_device_configuration(
-    cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(n_cpu)])
+set_up_devices(strategy_name, n_cpu)
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(__file__))
 from test_accumulation import (bert_config, bert_pretraining_dataset,  # noqa: E402
                                classifier_arrays, mean_loss)
 
