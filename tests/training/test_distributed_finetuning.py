@@ -10,6 +10,8 @@ import sys
 
 import pytest
 
+from tests.helpers import run_local_workers
+
 WORKER = os.path.join(os.path.dirname(__file__), "_finetune_worker.py")
 
 
@@ -52,19 +54,9 @@ def test_mirrored_two_replicas_equals_one_device(original_fixtures, shared_data,
 @pytest.mark.long
 def test_multi_worker_two_processes_agree(original_fixtures, shared_data, tmp_path, one_device,
                                           local_workers):
-    workers = local_workers
-    procs = []
-    for index in range(2):
-        tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
-        env = _env(original_fixtures, shared_data, TF_CONFIG=json.dumps(tf_config))
-        procs.append(subprocess.Popen(
-            [sys.executable, WORKER, "multi_worker_mirrored", str(tmp_path / "mw")],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
-    outputs = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=600)
-        assert proc.returncode == 0, err[-4000:]
-        outputs.append(json.loads(out.strip().splitlines()[-1]))
+    outputs = run_local_workers(
+        [sys.executable, WORKER, "multi_worker_mirrored", str(tmp_path / "mw")], local_workers,
+        _env(original_fixtures, shared_data))
     _assert_same_losses(one_device, outputs[0], 1e-5)
     _assert_same_losses(outputs[0], outputs[1], 1e-6)
     # only the chief writes checkpoints

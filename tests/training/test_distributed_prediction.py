@@ -11,6 +11,8 @@ import sys
 import numpy as np
 import pytest
 
+from tests.helpers import run_local_workers
+
 WORKER = os.path.join(os.path.dirname(__file__), "_predict_worker.py")
 
 
@@ -40,20 +42,10 @@ def test_multi_worker_prediction_equals_one_device_on_every_worker(original_fixt
                                                                    shared_data, local_workers):
     """MultiWorkerMirroredStrategy over 2 local processes: each worker predicts its share of
     every global batch, and strategy.gather gives every worker all 21 rows in order."""
-    workers = local_workers
-    procs = []
-    for index in range(2):
-        tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
-        env = dict(os.environ, BERT_TF_FIXTURES=str(original_fixtures),
-                   BERT_TF_DATA=str(shared_data), TF_CPP_MIN_LOG_LEVEL="2",
-                   TF_CONFIG=json.dumps(tf_config))
-        procs.append(subprocess.Popen([sys.executable, WORKER, "21", "8",
-                                       "multi_worker_mirrored"], stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True, env=env))
-    for proc in procs:
-        out, err = proc.communicate(timeout=600)
-        assert proc.returncode == 0, err[-4000:]
-        result = json.loads(out.strip().splitlines()[-1])
+    for result in run_local_workers(
+            [sys.executable, WORKER, "21", "8", "multi_worker_mirrored"], local_workers,
+            dict(os.environ, BERT_TF_FIXTURES=str(original_fixtures),
+                 BERT_TF_DATA=str(shared_data), TF_CPP_MIN_LOG_LEVEL="2")):
         assert result["replicas"] == 2
         np.testing.assert_allclose(np.array(result["mirrored"]), np.array(result["one_device"]),
                                    atol=1e-5, rtol=0)

@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.helpers import run_local_workers
+
 WORKER = os.path.join(os.path.dirname(__file__), "_pretrain_worker.py")
 
 
@@ -131,20 +133,9 @@ def test_mixed_precision_tracks_float32(original_fixtures, tmp_path, uninterrupt
 @pytest.mark.long
 def test_multi_worker_two_processes_agree(original_fixtures, tmp_path, uninterrupted,
                                           local_workers):
-    workers = local_workers
-    procs = []
-    for index in range(2):
-        tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
-        env = dict(os.environ, BERT_TF_FIXTURES=str(original_fixtures),
-                   TF_CONFIG=json.dumps(tf_config))
-        procs.append(subprocess.Popen(
-            [sys.executable, WORKER, "multi_worker_mirrored", str(tmp_path / "mw"), "6"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
-    outputs = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=600)
-        assert proc.returncode == 0, err[-4000:]
-        outputs.append(json.loads(out.strip().splitlines()[-1]))
+    outputs = run_local_workers(
+        [sys.executable, WORKER, "multi_worker_mirrored", str(tmp_path / "mw"), "6"],
+        local_workers, dict(os.environ, BERT_TF_FIXTURES=str(original_fixtures)))
     chief = outputs[0]
     for a, b in zip(uninterrupted, chief):
         for key in ("loss", "masked_lm_loss", "next_sentence_loss"):
