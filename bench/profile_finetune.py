@@ -216,19 +216,26 @@ def alternate_fused(args, model, arrays) -> dict:
 def _alternating_rounds(runs: dict, rounds: int, per: str) -> dict:
     """`rounds` rounds of one call of each of the two `runs` ({name a: call, name b: call}), in
     alternating order (a b, b a, ...), timed by the wall clock: "ratio_<a>_over_<b>_per_round"
-    (a's seconds / b's), its "ratio_median" (the upper median) and "wall_ms_per_round"."""
+    (a's seconds / b's), its "ratio_median" (the upper median) and "wall_ms_per_round"; and by
+    this process's CPU time (all its threads; what other jobs on a loaded machine disturb
+    less than the wall clock): "cpu_ratio_<a>_over_<b>_per_round", "cpu_ratio_median"."""
     import time
 
     seconds = {k: [] for k in runs}
+    cpu = {k: [] for k in runs}
     for r in range(rounds):
         for name in (list(runs) if r % 2 == 0 else list(reversed(runs))):
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             runs[name]()
             seconds[name].append(time.perf_counter() - start)
+            cpu[name].append(time.process_time() - start_cpu)
     a, b = runs
     ratios = [x / y for x, y in zip(seconds[a], seconds[b])]
+    cpu_ratios = [x / y for x, y in zip(cpu[a], cpu[b])]
     return {"per": per, f"ratio_{a}_over_{b}_per_round": [round(x, 3) for x in ratios],
             "ratio_median": round(sorted(ratios)[len(ratios) // 2], 3),
+            f"cpu_ratio_{a}_over_{b}_per_round": [round(x, 3) for x in cpu_ratios],
+            "cpu_ratio_median": round(sorted(cpu_ratios)[len(cpu_ratios) // 2], 3),
             "wall_ms_per_round": {k: [round(x * 1e3) for x in v] for k, v in seconds.items()}}
 
 
