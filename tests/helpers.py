@@ -41,3 +41,42 @@ def run_local_workers(command: list[str], workers: list[str], env: dict,
             if proc.poll() is None:
                 proc.kill()
                 proc.communicate()
+
+
+def write_tiny_model(folder, vocab_tokens: list[str], **overrides) -> tuple[str, str]:
+    """Writes folder/vocab.txt (`vocab_tokens`, one a line) and folder/bert_config.json
+    (TINY_CONFIG with the vocab's size and `overrides`, e.g. `hidden_dropout_prob=0.1`).
+
+    Returns: (the config's path, the vocab's path) as strings.
+    """
+    import json
+    import pathlib
+
+    folder = pathlib.Path(folder)
+    vocab = folder / "vocab.txt"
+    vocab.write_text("\n".join(vocab_tokens) + "\n")
+    config = folder / "bert_config.json"
+    config.write_text(json.dumps({**TINY_CONFIG, "vocab_size": len(vocab_tokens), **overrides}))
+    return str(config), str(vocab)
+
+
+def run_tool(script, args: list[str], timeout: float = 300):
+    """`python script *args` from the project root on the CPU (TF's C++ logging at warnings and
+    above): the finished `subprocess.CompletedProcess`, stdout and stderr captured as text."""
+    import os
+    import pathlib
+    import subprocess
+    import sys
+
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+    return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True,
+                          env=env, cwd=pathlib.Path(__file__).resolve().parents[1],
+                          timeout=timeout)
+
+
+def read_results(path) -> dict[str, float]:
+    """A tool's "name = value" results file (train_results.txt, eval_results.txt) as floats."""
+    import pathlib
+
+    return {k: float(v) for k, v in (line.split(" = ")
+                                     for line in pathlib.Path(path).read_text().splitlines())}

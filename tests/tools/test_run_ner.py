@@ -5,17 +5,14 @@ weights in its checkpoint identical to --init_checkpoint, prediction from a fres
 input named by file and line."""
 from __future__ import annotations
 
-import json
-import os
 import pathlib
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from bert_tf.evaluation import conlleval
 from bert_tf.tasks import ner
+from tests.helpers import read_results, run_tool, write_tiny_model
 
 PROJECT_ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = PROJECT_ROOT / "tools" / "run_ner.py"
@@ -60,25 +57,12 @@ VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", "said", "was", "in",
 
 
 def _tiny_model(tmp_path: pathlib.Path, layers: int = 2) -> tuple[str, str]:
-    vocab = tmp_path / "vocab.txt"
-    vocab.write_text("\n".join(VOCAB) + "\n")
-    config = tmp_path / "bert_config.json"
-    config.write_text(json.dumps({
-        "attention_probs_dropout_prob": 0.1, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
-        "hidden_size": 32, "initializer_range": 0.02, "intermediate_size": 64,
-        "max_position_embeddings": 64, "num_attention_heads": 2, "num_hidden_layers": layers,
-        "type_vocab_size": 2, "vocab_size": len(VOCAB)}))
-    return str(config), str(vocab)
+    return write_tiny_model(tmp_path, VOCAB, num_hidden_layers=layers,
+                            attention_probs_dropout_prob=0.1, hidden_dropout_prob=0.1)
 
 
-def _run(args: list[str]) -> subprocess.CompletedProcess:
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
-                          env=env, cwd=PROJECT_ROOT, timeout=300)
-
-
-def _results(path: pathlib.Path) -> dict[str, float]:
-    return {k: float(v) for k, v in (line.split(" = ") for line in path.read_text().splitlines())}
+def _run(args: list[str]):
+    return run_tool(SCRIPT, args)
 
 
 @pytest.fixture()
@@ -106,7 +90,7 @@ def test_run_ner_train_eval_predict_and_reload(tmp_path, data):
     state = (out / "checkpoint").read_text()
     assert 'model_checkpoint_path: "model.ckpt-24"' in state
     assert (out / "model.ckpt-10.index").exists() and (out / "model.ckpt-20.index").exists()
-    train = _results(out / "train_results.txt")
+    train = read_results(out / "train_results.txt")
     assert train["loss"] < 0.5 * train["first_loss"], train
 
     # Evaluation: the conlleval input holds every word of eng.testa with its gold tag and a
@@ -118,7 +102,7 @@ def test_run_ner_train_eval_predict_and_reload(tmp_path, data):
              if line]
     assert words == [w for s in gold for w in s.words]
     result = conlleval.evaluate_sentences(rows)
-    metrics = _results(out / "eval_results.txt")
+    metrics = read_results(out / "eval_results.txt")
     assert set(metrics) == {"precision", "recall", "f1", "token_accuracy", "eval_loss",
                             "num_sentences", "global_step"}
     assert metrics["f1"] == pytest.approx(result.f1)
@@ -166,7 +150,7 @@ def test_run_ner_feature_based_keeps_bert_frozen(tmp_path, data):
                           "--train_batch_size=4", "--num_train_epochs=3",
                           "--learning_rate=1e-2"])
     assert proc.returncode == 0, proc.stderr[-3000:]
-    train = _results(out / "train_results.txt")
+    train = read_results(out / "train_results.txt")
     assert train["loss"] < 0.6 * train["first_loss"], train
     trained = tf.train.load_checkpoint(str(out / "model.ckpt-18"))
     original = tf.train.load_checkpoint(init)

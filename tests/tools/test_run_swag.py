@@ -4,17 +4,14 @@ evaluation (accuracy and loss recomputed from the predictions file), prediction 
 test file, evaluation again from the written checkpoint, and bad input."""
 from __future__ import annotations
 
-import json
-import os
 import pathlib
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from bert_tf.tasks import multiple_choice as mc
 from bert_tf.tokenization import BasicTokenizer
+from tests.helpers import read_results, run_tool, write_tiny_model
 
 PROJECT_ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = PROJECT_ROOT / "tools" / "run_swag.py"
@@ -29,26 +26,13 @@ def _tiny_model(tmp_path: pathlib.Path) -> tuple[str, str]:
         for e in mc.read_swag_examples(DATA / name, require_label=False):
             for text in [e.context_sentence, *e.choice_texts()]:
                 words.update(basic.tokenize(text))
-    vocab_tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *sorted(words)]
-    vocab = tmp_path / "vocab.txt"
-    vocab.write_text("\n".join(vocab_tokens) + "\n")
-    config = tmp_path / "bert_config.json"
-    config.write_text(json.dumps({
-        "attention_probs_dropout_prob": 0.1, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
-        "hidden_size": 32, "initializer_range": 0.02, "intermediate_size": 64,
-        "max_position_embeddings": 64, "num_attention_heads": 2, "num_hidden_layers": 2,
-        "type_vocab_size": 2, "vocab_size": len(vocab_tokens)}))
-    return str(config), str(vocab)
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *sorted(words)]
+    return write_tiny_model(tmp_path, tokens, attention_probs_dropout_prob=0.1,
+                            hidden_dropout_prob=0.1)
 
 
-def _run(args: list[str]) -> subprocess.CompletedProcess:
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
-                          env=env, cwd=PROJECT_ROOT, timeout=300)
-
-
-def _results(path: pathlib.Path) -> dict[str, float]:
-    return {k: float(v) for k, v in (line.split(" = ") for line in path.read_text().splitlines())}
+def _run(args: list[str]):
+    return run_tool(SCRIPT, args)
 
 
 def _predictions(path: pathlib.Path) -> tuple[list[str], list[list[str]]]:
@@ -68,7 +52,7 @@ def test_run_swag_train_eval_predict_and_reload(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Num steps = 24" in proc.stderr  # int(16 questions / 4 * 6 epochs)
     assert 'model_checkpoint_path: "model.ckpt-24"' in (out / "checkpoint").read_text()
-    train = _results(out / "train_results.txt")
+    train = read_results(out / "train_results.txt")
     assert train["loss"] < 0.7 * train["first_loss"], train
 
     header, rows = _predictions(out / "eval_predictions.tsv")
@@ -78,7 +62,7 @@ def test_run_swag_train_eval_predict_and_reload(tmp_path):
     probs = np.array([[float(x) for x in r[3:]] for r in rows])
     np.testing.assert_allclose(probs.sum(axis=1), 1.0, atol=1e-5)
     assert [int(r[1]) for r in rows] == probs.argmax(axis=1).tolist()
-    metrics = _results(out / "eval_results.txt")
+    metrics = read_results(out / "eval_results.txt")
     assert set(metrics) == {"acc", "eval_loss", "num_examples", "global_step"}
     assert metrics["acc"] == pytest.approx(
         np.mean([r[1] == r[2] for r in rows]))
