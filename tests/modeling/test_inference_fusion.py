@@ -9,7 +9,6 @@ README (§6 for the layer norm rows, §7 for hidden states), as tests/modeling/t
 The op types are read from the function's post-grappler graph (what the runtime executes).
 """
 import collections
-import json
 
 import keras
 import numpy as np
@@ -18,11 +17,13 @@ import tensorflow as tf
 from tensorflow.python.eager import context
 from tensorflow.python.util import _pywrap_util_port
 
-from bert_tf.checkpoints import load_original_checkpoint
-from bert_tf.modeling import BertConfig, BertPretrainer, attention, embeddings
+from bert_tf.modeling import attention, embeddings
 from bert_tf.modeling.embeddings import apply_layer_norm, inference_layer_norm, layer_norm
+# The tiny-BERT fixture (model with the original's checkpoint, its inputs, outputs, reference
+# arrays), README §7's hidden-state tolerance and §6's helpers for the layer-norm rows.
+from tests.modeling.test_reference_outputs import (  # noqa: F401 (reference: a fixture)
+    HIDDEN_ATOL, ill_conditioned_rows, layer_norm_float64, reference)
 
-HIDDEN_ATOL = 1e-5  # README §7
 ILL_CONDITIONED_ATOL = 5e-4  # README §6: rows with a tiny spread, against float64
 ONEDNN = _pywrap_util_port.IsMklEnabled()  # False with TF_ENABLE_ONEDNN_OPTS=0
 
@@ -44,18 +45,6 @@ def optimized_op_types(function, *args) -> tuple[object, collections.Counter]:
 def fused_layer_norm_op() -> str:
     """The op a LayerNorm of a dynamic-shape inference graph runs as."""
     return "_MklLayerNorm" if ONEDNN else "FusedBatchNormV3"
-
-
-def ill_conditioned_rows(x, max_relative_spread=1e-2):
-    x = np.asarray(x, np.float64)
-    std, mean = x.std(-1), np.abs(x.mean(-1))
-    return (std > 0) & (std < max_relative_spread * mean)
-
-
-def layer_norm_float64(x, epsilon=1e-12):
-    x = np.asarray(x, np.float64)
-    mean = x.mean(-1, keepdims=True)
-    return (x - mean) / np.sqrt(((x - mean) ** 2).mean(-1, keepdims=True) + epsilon)
 
 
 @pytest.mark.parametrize("mode", ["eager", "static_graph", "dynamic_graph"])
@@ -128,23 +117,11 @@ def test_apply_layer_norm_under_bfloat16_policy():
                                rtol=2 ** -7, atol=2 ** -7)
 
 
-@pytest.fixture(scope="module")
-def reference(original_fixtures):
-    ckpt = original_fixtures / "checkpoint"
-    config = BertConfig.from_json_file(ckpt / "bert_config.json")
-    model = BertPretrainer(config).build_from_config_shapes()
-    load_original_checkpoint(model, ckpt / "bert_model.ckpt", heads="required")
-    inputs = json.loads((ckpt / "inputs.json").read_text())
-    feeds = {k: tf.constant(inputs[k], tf.int32)
-             for k in ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")}
-    return model, feeds, dict(np.load(ckpt / "reference_outputs.npz"))
-
-
 def test_traced_inference_against_the_original(reference):
     """The pretrainer traced with a dynamic batch and length, as prediction and serving trace
     it: every encoder LayerNorm one fused kernel, each layer's scores one fused batch matmul
     (the context matmul stays a plain one), outputs the original's (README §7)."""
-    model, feeds, ref = reference
+    model, _, feeds, _, ref = reference
     signature = [{k: tf.TensorSpec([None, None], tf.int32) for k in feeds}]
     forward = tf.function(lambda b: model(b, training=False, return_attention_probs=True),
                           input_signature=signature)
@@ -162,7 +139,7 @@ def test_traced_inference_against_the_original(reference):
 
 
 def test_switch_off_gives_the_keras_graph(reference, monkeypatch):
-    model, feeds, ref = reference
+    model, _, feeds, _, ref = reference
     monkeypatch.setattr(embeddings, "FUSED_INFERENCE_LAYER_NORM", False)
     monkeypatch.setattr(attention, "FUSED_INFERENCE_SCORES", False)
     signature = [{k: tf.TensorSpec([None, None], tf.int32) for k in feeds}]
@@ -177,7 +154,7 @@ def test_switch_off_gives_the_keras_graph(reference, monkeypatch):
 def test_training_keeps_the_folded_scores(reference):
     """training=True: the query kernel carries 1/sqrt(D) (no scaled-scores batch matmul) and the
     LayerNorms are Keras' (no FusedBatchNormV3)."""
-    model, feeds, _ = reference
+    model, _, feeds, _, _ = reference
     signature = [{k: tf.TensorSpec([None, None], tf.int32) for k in feeds}]
     _, ops = optimized_op_types(
         tf.function(lambda b: model(b, training=True), input_signature=signature), feeds)
