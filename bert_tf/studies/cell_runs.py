@@ -110,7 +110,7 @@ def gate_step(scale: Scale) -> int | None:
     total steps, as `gates.pretraining_gate` computes it."""
     if scale.pretraining_gate is None:
         return None
-    return max(1, int(scale.pretraining_gate.fraction * scale.pretraining_steps))
+    return scale.pretraining_gate.by_step(scale.pretraining_steps)
 
 
 def _stops(first: int, last: int, stop: int, gate_at: int | None) -> list[int]:
@@ -121,9 +121,9 @@ def _stops(first: int, last: int, stop: int, gate_at: int | None) -> list[int]:
     return [stop]
 
 
-def _stopped_at_gate(scale: Scale, model: str, curve: list, at: int) -> dict | None:
-    """The gate's reading of `curve` at step `at` (`gates.pretraining_gate`) when it is NOT
-    passed; None when passed."""
+def _stopped_at_gate(scale: Scale, model: str, curve: list) -> dict | None:
+    """The gate's reading of `curve` (`gates.pretraining_gate`, up to `gate_step`) when it is
+    NOT passed; None when passed."""
     from bert_tf.studies.gates import pretraining_gate
 
     gate = pretraining_gate(scale.pretraining_gate, model, curve, scale.pretraining_steps)
@@ -209,7 +209,7 @@ def pretrain_bert(cell_dir: str, variant: Variant, scale: Scale, data: dict, see
                     f, n, p, batch, True, input_context=ctx, seed=seed), stop_after_step=to)
             if to == gate_at:
                 curve = _curve(logdir, "masked_lm_loss")
-                gate = _stopped_at_gate(scale, "bert", curve, to)
+                gate = _stopped_at_gate(scale, "bert", curve)
                 if gate is not None:
                     return {"model": "bert", "objective": variant.objective,
                             "masking": list(variant.masking), "steps": steps,
@@ -396,7 +396,7 @@ def pretrain_gpt(cell_dir: str, scale: Scale, data: dict, seed: int,
                                                     l2=0.01, max_grad_norm=0.0))
             if to == gate_at:
                 curve = _curve(logdir, "loss")
-                gate = _stopped_at_gate(scale, "gpt", curve, to)
+                gate = _stopped_at_gate(scale, "gpt", curve)
                 if gate is not None:
                     return {"model": "gpt", "steps": steps, "pretraining_lr": lr,
                             "seed": seed, "stopped_at_gate": to, "gate": gate,

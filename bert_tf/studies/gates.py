@@ -37,6 +37,10 @@ class PretrainingGate:
     def threshold(self, model: str) -> float:
         return self.gpt_perplexity if model == "gpt" else self.bert_perplexity
 
+    def by_step(self, steps: int) -> int:
+        """The last step at which a run of `steps` steps may reach the threshold."""
+        return max(1, int(self.fraction * steps))
+
 
 def pretraining_gate(gate: PretrainingGate | None, model: str, curve: Sequence, steps: int
                      ) -> dict:
@@ -48,7 +52,7 @@ def pretraining_gate(gate: PretrainingGate | None, model: str, curve: Sequence, 
     if gate is None:
         return {"gate_passed": True, "gate": "none at this scale"}
     threshold = gate.threshold(model)
-    by_step = max(1, int(gate.fraction * steps))
+    by_step = gate.by_step(steps)
     early = [(int(s), float(v)) for s, v in curve if int(s) <= by_step and math.isfinite(v)]
     reached = next((s for s, v in early if math.exp(min(v, 50.0)) <= threshold), None)
     best = min((v for _, v in early), default=math.inf)
