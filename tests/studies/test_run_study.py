@@ -421,3 +421,19 @@ def test_report_names_every_variant_of_a_shared_pretraining_cell():
     md = "\n".join(study_section(study, rows, [], "out"))
     assert "Pretraining cells: ltr_no_nsp, ltr_bilstm: held_out_lm_perplexity 123.0 (8000 " \
         "steps, 775.4 s); mlm_nsp: held_out_masked_lm_accuracy 0.28 (8000 steps" in md
+
+
+def test_report_names_the_pretraining_seed_of_each_cell():
+    """With two pretraining seeds a variant has two cells: the line tells them apart."""
+    study = STUDIES["bert_pretraining_tasks"]
+    base = {"study": study.name, "task": "pretraining", "kind": "pretraining",
+            "variant": "mlm_nsp", "metric": "held_out_masked_lm_accuracy", "steps": 8000,
+            "wall_s": 10.0}
+    rows = [{**base, "value": 0.28, "seed": 12345, "pretraining_seed": 12345,
+             "cell": "pretraining/b/bert-mlm_nsp-mask80_10_10"},
+            {**base, "value": 0.27, "seed": 12346, "pretraining_seed": 12346,
+             "cell": "pretraining/b/bert-mlm_nsp-mask80_10_10-pseed12346"}]
+    md = "\n".join(study_section(study, rows, [], "out"))
+    assert "Pretraining cells: mlm_nsp (pretraining seed 12345): held_out_masked_lm_accuracy " \
+        "0.28 (8000 steps, 10.0 s); mlm_nsp (pretraining seed 12346): " \
+        "held_out_masked_lm_accuracy 0.27 (8000" in md
