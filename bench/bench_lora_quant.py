@@ -13,7 +13,11 @@ Reported per (mode, seed): dev accuracy, trainable parameters, mean step time (a
 first, compiling, step; a loaded machine's figure unless said otherwise), saved size (full:
 the weights file; LoRA: `save_lora_weights`'s file). `--cache_dir`: each finished (task, mode,
 seed) run is written there as one JSON at once and reused by a re-run with the same settings,
-so a bench killed midway resumes at the run it was in.
+so a bench killed midway resumes at the run it was in. The summary pairs the modes by seed
+(`paired_difference`: LoRA minus full per seed, mean, 95% t-interval over seeds).
+`--step_time_rounds N`: full and LoRA steps timed alternately in one process on the same
+batches (`step_time_ab`), the step-time figure to quote; the runs' own means are not comparable
+when the load changed between them.
 The fine-tuned models' int8 / TFLite prediction latency and accuracy are
 bench/bench_int8_tflite.py's (`--accuracy`: float32, the int8 SavedModel path, TFLite float32 and
 int8 on MRPC and SST-2; `--latency`: BERT-Base shape); `--skip_serving` is still accepted and
@@ -81,15 +85,14 @@ def _trim(ids, pick):
     return {k: v[pick, :length] for k, v in ids.items()}
 
 
-def _fine_tune(args, seed, lora: bool, train, dev, workdir):
-    """One fine-tuning run: the fine-tuning scripts' optimizer (`create_optimizer`: the original
-    AdamWeightDecay, decay 0.01, linear warm-up over `--warmup_proportion` then linear decay to
-    0; gradients clipped to global norm 1), batches of `--batch_size` cut to their longest row,
-    `--epochs` (`--lora_epochs`) epochs; then dev accuracy and the saved file's size."""
-    import numpy as np
+def _trainer(args, seed, lora: bool, train):
+    """(model, step, picks) of one run: the model (with adapters when `lora`), the row indices
+    of each step, and the traced train step: the fine-tuning scripts' optimizer
+    (`create_optimizer`: the original AdamWeightDecay, decay 0.01, linear warm-up over
+    `--warmup_proportion` then linear decay to 0; gradients clipped to global norm 1)."""
     import tensorflow as tf
 
-    from bert_tf.modeling.lora import enable_lora, save_lora_weights
+    from bert_tf.modeling.lora import enable_lora
     from bert_tf.training.optimization import clip_by_global_norm, create_optimizer
 
     tf.keras.utils.set_random_seed(seed)
@@ -113,6 +116,21 @@ def _fine_tune(args, seed, lora: bool, train, dev, workdir):
         opt.apply_gradients(zip(clipped, variables))
         return loss
 
+    return model, step, picks
+
+
+def _fine_tune(args, seed, lora: bool, train, dev, workdir):
+    """One fine-tuning run (`_trainer`'s step over batches of `--batch_size` cut to their
+    longest row, `--epochs` (`--lora_epochs`) epochs); then dev accuracy and the saved file's
+    size."""
+    import numpy as np
+    import tensorflow as tf
+
+    from bert_tf.modeling.lora import save_lora_weights
+
+    model, step, picks = _trainer(args, seed, lora, train)
+    (ids, labels) = train
+    spec = {k: tf.TensorSpec([None, None], tf.int32) for k in ids}
     times, losses, tokens = [], [], 0
     for pick in picks:
         batch = _trim(ids, pick)
@@ -128,12 +146,63 @@ def _fine_tune(args, seed, lora: bool, train, dev, workdir):
         path = os.path.join(workdir, f"full-{seed}.weights.h5")
         model.save_weights(path)
     return {"seed": seed, "dev_accuracy": accuracy, "steps": len(picks),
-            "trainable_parameters": int(sum(np.prod(v.shape) for v in variables)),
+            "trainable_parameters": int(sum(np.prod(v.shape) for v in model.trainable_variables)),
             "step_seconds_mean": statistics.mean(times[1:]) if len(times) > 1 else None,
             "mean_batch_length": tokens / len(picks) / args.batch_size,
             "first_loss": losses[0], "last_10_loss_mean": statistics.mean(losses[-10:]),
             "train_seconds": sum(times), "saved_bytes": os.path.getsize(path),
             "load_average_at_end": os.getloadavg()}
+
+
+def _step_time_ab(args, train):
+    """Step time of full and LoRA fine-tuning in one process, alternating: both trainers are
+    built and traced, then each of `--step_time_rounds` rounds times `--step_time_steps` steps
+    of one mode, then of the other (order reversed every other round), on the same real batches
+    (the first steps of seed 0's order). Returns per-round seconds per step and the ratios
+    full / LoRA; a loaded machine's rounds disagree, so read the spread."""
+    import tensorflow as tf
+
+    (ids, labels) = train
+    runs = {mode: _trainer(args, 0, mode == "lora", train) for mode in ("full", "lora")}
+    picks = runs["full"][2][:args.step_time_steps]
+    batches = [(_trim(ids, p), tf.constant(labels[p])) for p in picks]
+    for _, step, _ in runs.values():
+        for batch, y in batches[:2]:
+            step(batch, y)  # trace and warm up
+    rounds = {"full": [], "lora": []}
+    for r in range(args.step_time_rounds):
+        order = ("full", "lora") if r % 2 == 0 else ("lora", "full")
+        for mode in order:
+            step = runs[mode][1]
+            t = time.perf_counter()
+            for batch, y in batches:
+                float(step(batch, y))
+            rounds[mode].append((time.perf_counter() - t) / len(batches))
+    ratios = [f / l for f, l in zip(rounds["full"], rounds["lora"])]
+    return {"rounds_seconds_per_step": rounds, "full_over_lora": ratios,
+            "full_over_lora_median": statistics.median(ratios),
+            "mean_batch_length": statistics.mean(b["input_word_ids"].shape[1]
+                                                 for b, _ in batches),
+            "load_average_at_end": os.getloadavg()}
+
+
+T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
+         9: 2.262}
+"""Student's t 97.5% quantile by degrees of freedom (two-sided 95% interval)."""
+
+
+def _paired_difference(full, lora):
+    """LoRA minus full dev accuracy in points, paired by seed (both modes of a seed train on
+    the same batches): per-seed differences, their mean and a two-sided 95% Student-t interval
+    over seeds (None with one seed; above 9 degrees of freedom 9's quantile, which is wider).
+    It measures the seeds' spread only, not the dev set's."""
+    diffs = [100 * (l["dev_accuracy"] - f["dev_accuracy"]) for f, l in zip(full, lora)]
+    out = {"per_seed_points": diffs, "mean_points": statistics.mean(diffs),
+           "ci95_points": None}
+    if len(diffs) > 1:
+        half = T_975[min(len(diffs) - 1, 9)] * statistics.stdev(diffs) / len(diffs) ** 0.5
+        out["ci95_points"] = [out["mean_points"] - half, out["mean_points"] + half]
+    return out
 
 
 CACHE_KEYS = ("model", "task", "train_rows", "dev_rows", "seq_length", "batch_size", "epochs",
@@ -190,6 +259,12 @@ def main() -> None:
     parser.add_argument("--warmup_proportion", type=float, default=0.1)
     parser.add_argument("--cache_dir", default=None,
                         help="one JSON per finished (task, mode, seed) run; a re-run reuses them")
+    parser.add_argument("--step_time_rounds", type=int, default=0,
+                        help="also time full and LoRA steps alternately in one process, this "
+                        "many rounds (0: no); the runs' own step times are not comparable "
+                        "when the machine's load changes between them")
+    parser.add_argument("--step_time_steps", type=int, default=5,
+                        help="steps of each mode per round of --step_time_rounds")
     parser.add_argument("--skip_serving", action="store_true",
                         help="changes nothing (kept for earlier command lines): this bench has "
                         "no int8 / TFLite cases; bench/bench_int8_tflite.py measures them")
@@ -218,6 +293,9 @@ def main() -> None:
         result[f"{kind}_dev_accuracy_sd"] = statistics.stdev(scores) if len(scores) > 1 else None
     result["lora_minus_full_points"] = 100 * (result["lora_dev_accuracy_mean"] -
                                               result["full_dev_accuracy_mean"])
+    result["paired_difference"] = _paired_difference(result["full"], result["lora"])
+    if args.step_time_rounds:
+        result["step_time_ab"] = _step_time_ab(args, train)
     print(json.dumps(result, default=str))
 
 
