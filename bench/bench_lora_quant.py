@@ -208,11 +208,21 @@ def _paired_difference(full, lora):
 CACHE_KEYS = ("model", "task", "train_rows", "dev_rows", "seq_length", "batch_size", "epochs",
               "lora_epochs", "learning_rate", "lora_learning_rate", "lora_rank", "lora_alpha",
               "warmup_proportion")
+LORA_ONLY_KEYS = ("lora_epochs", "lora_learning_rate", "lora_rank", "lora_alpha")
+FULL_ONLY_KEYS = ("epochs", "learning_rate")
+
+
+def _same_run(cached: dict, settings: dict, lora: bool) -> bool:
+    """Whether a cached run's settings give the run `settings` asks for: a full run does not
+    depend on the LoRA settings, nor a LoRA run on full fine-tuning's epochs and rate."""
+    ignored = FULL_ONLY_KEYS if lora else LORA_ONLY_KEYS
+    return all(cached.get(k) == v for k, v in settings.items() if k not in ignored)
 
 
 def _cached_run(args, seed, lora, train, dev, workdir):
     """`_fine_tune`'s row, or the row from `--cache_dir`'s file for this (task, mode, seed) when
-    it was written with the same settings. Each finished run is written there at once
+    it was written with the same settings (`_same_run`: so full runs can be copied into the
+    cache of a LoRA setting tried next). Each finished run is written there at once
     (atomically), so a killed bench loses only the run in progress."""
     mode = "lora" if lora else "full"
     settings = {k: getattr(args, k) for k in CACHE_KEYS}
@@ -221,7 +231,7 @@ def _cached_run(args, seed, lora, train, dev, workdir):
     if path and os.path.exists(path):
         with open(path, encoding="utf-8") as f:
             cached = json.load(f)
-        if cached.get("settings") == settings:
+        if _same_run(cached.get("settings") or {}, settings, lora):
             print(f"{path}: reused", file=sys.stderr)
             return cached["result"]
         sys.exit(f"--cache_dir: {path} was written with other settings "
