@@ -167,8 +167,8 @@ def _step_time_ab(args, train):
     picks = runs["full"][2][:args.step_time_steps]
     batches = [(_trim(ids, p), tf.constant(labels[p])) for p in picks]
     for _, step, _ in runs.values():
-        for batch, y in batches[:2]:
-            step(batch, y)  # trace and warm up
+        for batch, y in batches:
+            step(batch, y)  # trace, and let oneDNN build its kernels for every batch length
     rounds = {"full": [], "lora": []}
     for r in range(args.step_time_rounds):
         order = ("full", "lora") if r % 2 == 0 else ("lora", "full")
