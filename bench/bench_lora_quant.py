@@ -186,21 +186,17 @@ def _step_time_ab(args, train):
             "load_average_at_end": os.getloadavg()}
 
 
-T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
-         9: 2.262}
-"""Student's t 97.5% quantile by degrees of freedom (two-sided 95% interval)."""
-
-
 def _paired_difference(full, lora):
     """LoRA minus full dev accuracy in points, paired by seed (both modes of a seed train on
     the same batches): per-seed differences, their mean and a two-sided 95% Student-t interval
-    over seeds (None with one seed; above 9 degrees of freedom 9's quantile, which is wider).
-    It measures the seeds' spread only, not the dev set's."""
+    over seeds (None with one seed). It measures the seeds' spread only, not the dev set's."""
     diffs = [100 * (l["dev_accuracy"] - f["dev_accuracy"]) for f, l in zip(full, lora)]
     out = {"per_seed_points": diffs, "mean_points": statistics.mean(diffs),
            "ci95_points": None}
     if len(diffs) > 1:
-        half = T_975[min(len(diffs) - 1, 9)] * statistics.stdev(diffs) / len(diffs) ** 0.5
+        from scipy.stats import t
+
+        half = float(t.ppf(0.975, len(diffs) - 1)) * statistics.stdev(diffs) / len(diffs) ** 0.5
         out["ci95_points"] = [out["mean_points"] - half, out["mean_points"] + half]
     return out
 

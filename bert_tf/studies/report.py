@@ -387,11 +387,12 @@ def study_section(study: Study, study_rows: list[dict], plots: list[str],
             pre_cells.setdefault(r["cell"], (r, []))[1].append(r["variant"])
     if pre_cells:
         # With several pretraining seeds a variant has one cell per seed: name the seed.
-        seeded = len({r.get("pretraining_seed", r.get("seed")) for r, _ in pre_cells.values()}) > 1
+        seeds = {cell: r.get("pretraining_seed", r.get("seed"))
+                 for cell, (r, _) in pre_cells.items()}
+        seeded = len(set(seeds.values())) > 1
         lines += ["", "Pretraining cells: " + "; ".join(
-            f"{', '.join(names)}"
-            + (f" (pretraining seed {r.get('pretraining_seed', r.get('seed'))})" if seeded else "")
-            + f": {_pretraining_text(r)}" for r, names in pre_cells.values())]
+            ", ".join(names) + (f" (pretraining seed {seeds[cell]})" if seeded else "")
+            + f": {_pretraining_text(r)}" for cell, (r, names) in pre_cells.items())]
     lines += claim_lines(study_rows)
     lines += budget_lines(study_rows)
     for png in plots:
