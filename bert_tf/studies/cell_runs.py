@@ -961,6 +961,11 @@ def zero_shot(cell_dir: str, scale: Scale, data: dict, task: TaskData, pretraini
         prefixes = [(step, p) for step, p in prefixes if os.path.exists(p + ".index")]
     if not prefixes and latest_checkpoint(folder):
         prefixes = [(pretraining["steps"], latest_checkpoint(folder))]
+    if not prefixes:  # e.g. a pretraining cell exported without them (`run.export_cells`)
+        from bert_tf.studies.declarations import StudyError
+
+        raise StudyError(f"zero-shot: no pretraining checkpoint under {folder}; the curve "
+                         f"needs them: delete {os.path.dirname(folder)} to pretrain again")
 
     @tf.function
     def log_probs(batch):

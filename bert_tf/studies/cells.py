@@ -11,27 +11,45 @@ A folder without DONE.json is an unfinished cell (killed, or failed): it is run 
 training loops inside resume from their own checkpoints where they have them. A finished cell's
 `wall_s` is the time of every attempt (a killed one's up to its last heartbeat, so at most 10 s
 short each), with `attempts` beside it when there was more than one.
+
+Paths inside the cells folder are kept in DONE.json relative to it ("<cells>/kind/key/file"),
+so a copy of the folder elsewhere (another machine, a later session) reads as the original.
+`export_finished` copies the finished cells with only the files their unfinished readers need:
+a grid that spans sessions whose machines keep nothing but the project's commits continues
+from such a copy (docs/studies.md). A cell of a kind exported as "re-made" (the data cell: its
+files are large and made again in minutes) is copied without its DONE.json and with the
+digest of its files (EXPECTED.json): run again in the copy, it must give the same files, or
+the run stops (`CellMismatch`) instead of mixing cells made from different data.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
 import threading
 import time
 from typing import Any, Callable
 
 from bert_tf import io_utils
+from bert_tf.errors import UserInputError
 
 DONE_FILE = "DONE.json"
 ATTEMPTS_FILE = "ATTEMPTS.json"
+EXPECTED_FILE = "EXPECTED.json"
 HEARTBEAT_S = 10.0
+CELLS_MARK = "<cells>"
+
+
+class CellMismatch(UserInputError):
+    """A re-made cell's files differ from the ones its exported copy was made from."""
 
 
 class CellStore:
     """The cells of one output folder."""
 
     def __init__(self, output_dir: str):
-        self.root = os.path.join(output_dir, "cells")
+        self.root = os.path.abspath(os.path.join(output_dir, "cells"))
 
     def path(self, kind: str, key: str) -> str:
         return os.path.join(self.root, kind, key)
@@ -43,9 +61,19 @@ class CellStore:
             return None
         try:
             with open(marker, encoding="utf-8") as f:
-                return json.load(f)
+                return _absolute(json.load(f), self.root)
         except (OSError, ValueError):
             return None
+
+    def finished(self) -> list[tuple[str, str]]:
+        """(kind, key) of every finished cell under the folder, sorted."""
+        found = []
+        for folder, _, files in os.walk(self.root):
+            if DONE_FILE in files:
+                kind, _, key = os.path.relpath(folder, self.root).replace(os.sep, "/") \
+                    .partition("/")
+                found.append((kind, key))
+        return sorted(found)
 
     def run(self, kind: str, key: str, fn: Callable[[str], dict],
             on_run: Callable[[str, str], None] | None = None) -> tuple[dict, bool]:
@@ -68,9 +96,121 @@ class CellStore:
             result["wall_s"] = round(attempt.total_s, 1)
             if attempt.earlier:
                 result["attempts"] = attempt.earlier + 1
-        io_utils.atomic_write_text(os.path.join(cell_dir, DONE_FILE),
-                                   json.dumps(result, indent=1, default=_plain) + "\n")
+        _check_expected(cell_dir, f"{kind}/{key}")
+        self._write_done(cell_dir, result)
         return result, True
+
+    def _write_done(self, cell_dir: str, result: dict) -> None:
+        io_utils.atomic_write_text(
+            os.path.join(cell_dir, DONE_FILE),
+            json.dumps(_relative(result, self.root), indent=1, default=_plain) + "\n")
+
+    def export_finished(self, dest: str, keep: Callable[[str, str, dict], list[str]],
+                        remade: tuple[str, ...] = ("data",)) -> dict:
+        """Copies every finished cell into `dest`/cells (the same layout): its DONE.json, and
+        the files and folders `keep(kind, key, result)` names (paths relative to the cell's
+        folder; e.g. the weights of a pretraining whose readers are not all finished). Cells
+        of a kind in `remade` are copied as EXPECTED.json (the result and the digest of the
+        cell's files, no DONE.json): the copy runs them again and checks the digest.
+
+        Cells already in `dest` are replaced (a finished cell does not change; its kept
+        files may shrink as its readers finish). Returns {"cells", "files", "bytes"}."""
+        target = CellStore(dest)
+        if os.path.abspath(target.root) == os.path.abspath(self.root):
+            raise ValueError(f"export into the cells' own folder {self.root}")
+        counts = {"cells": 0, "files": 0, "bytes": 0}
+        for kind, key in self.finished():
+            result = self.result(kind, key)
+            if result is None:
+                continue
+            src, out = self.path(kind, key), target.path(kind, key)
+            if os.path.isdir(out):
+                shutil.rmtree(out)
+            os.makedirs(out)
+            counts["cells"] += 1
+            if kind in remade:
+                expected = {"result": _relative(result, self.root), "digest": files_digest(src)}
+                io_utils.atomic_write_text(os.path.join(out, EXPECTED_FILE),
+                                           json.dumps(expected, indent=1, default=_plain) + "\n")
+                continue
+            target._write_done(out, _absolute(_relative(result, self.root), target.root))
+            for name in keep(kind, key, result):
+                path = os.path.join(src, name)
+                if os.path.isdir(path):
+                    shutil.copytree(path, os.path.join(out, name))
+                elif os.path.exists(path):
+                    os.makedirs(os.path.dirname(os.path.join(out, name)), exist_ok=True)
+                    shutil.copy2(path, os.path.join(out, name))
+                else:
+                    raise FileNotFoundError(f"{kind}/{key}: {path} is to be kept but does not "
+                                            f"exist")
+            for folder, _, files in os.walk(out):
+                for f in files:
+                    if f != DONE_FILE:
+                        counts["files"] += 1
+                        counts["bytes"] += os.path.getsize(os.path.join(folder, f))
+        return counts
+
+
+def files_digest(cell_dir: str) -> dict[str, str]:
+    """sha256 of each data file under a cell's folder (relative path -> hex): every file but
+    the cell's own markers and the .json side files (which hold paths and timings)."""
+    digest = {}
+    for folder, _, files in os.walk(cell_dir):
+        for f in sorted(files):
+            if f.endswith(".json"):
+                continue
+            path = os.path.join(folder, f)
+            h = hashlib.sha256()
+            with open(path, "rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(block)
+            digest[os.path.relpath(path, cell_dir).replace(os.sep, "/")] = h.hexdigest()
+    return dict(sorted(digest.items()))
+
+
+def _check_expected(cell_dir: str, name: str) -> None:
+    """A re-made exported cell (EXPECTED.json beside it) must give the exported files."""
+    path = os.path.join(cell_dir, EXPECTED_FILE)
+    if not os.path.exists(path):
+        return
+    with open(path, encoding="utf-8") as f:
+        expected = json.load(f)["digest"]
+    found = files_digest(cell_dir)
+    differ = sorted(k for k in expected.keys() | found.keys()
+                    if expected.get(k) != found.get(k))
+    if differ:
+        raise CellMismatch(
+            f"{name}: made again here, its files differ from the exported ones ({len(differ)} "
+            f"of {len(expected)}, first {differ[0]}): the cells exported with it were made "
+            f"from other data; use a new --output_dir, or delete {path} to accept the new "
+            f"files without the exported cells that read the old ones")
+
+
+def _relative(value: Any, root: str) -> Any:
+    """`value` with every string path under `root` written as "<cells>/rel/path"."""
+    if isinstance(value, dict):
+        return {k: _relative(v, root) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_relative(v, root) for v in value]
+    if isinstance(value, str):
+        base = os.path.abspath(root)
+        if value == base or value.startswith(base + os.sep):
+            return CELLS_MARK + value[len(base):].replace(os.sep, "/")
+    return value
+
+
+def _absolute(value: Any, root: str) -> Any:
+    """The inverse of `_relative` for the cells folder `root`."""
+    if isinstance(value, dict):
+        return {k: _absolute(v, root) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_absolute(v, root) for v in value]
+    if isinstance(value, str) and (value == CELLS_MARK or value.startswith(CELLS_MARK + "/")):
+        rest = value[len(CELLS_MARK) + 1:]
+        return os.path.join(os.path.abspath(root), *rest.split("/")) if rest else \
+            os.path.abspath(root)
+    return value
 
 
 class _Attempt:

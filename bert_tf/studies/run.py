@@ -53,6 +53,11 @@ class StudyRunOptions:
                         "e.g. CoLA,STS-B; empty: all). The NER and comparison tasks of the "
                         "studies that use them are not affected.")
     list: bool = option(False, "List the studies and scales, run nothing.")
+    export_cells: str = option("", "Run nothing: copy the finished cells of --output_dir "
+                               "into this folder's cells/, with only the files the "
+                               "unfinished cells will read (docs/studies.md: a run that "
+                               "spans machines); continue with cp -rn FOLDER/cells "
+                               "OUTPUT_DIR/ and the run's own command.")
     report_only: bool = option(False, "Run nothing: write results.json, results.md and the "
                                "plots from the finished cells (DONE.json) of the grid these "
                                "flags declare in --output_dir, the others marked pending "
@@ -134,6 +139,11 @@ def run_study(options: StudyRunOptions, say: Callable[[str], None] = print) -> d
     if not studies:
         raise StudyError(f"--variants={options.variants}: no variant of --study={options.study} "
                          f"applies at --scale={scale.name}")
+    if options.export_cells:
+        if options.estimate or options.report_only:
+            raise StudyError("--export_cells with --estimate or --report_only: expected one "
+                             "of them")
+        return export_cells(studies, scale, seeds, options, say)
     if options.report_only:
         if options.estimate:
             raise StudyError("--report_only and --estimate: expected one of them")
@@ -145,9 +155,9 @@ def run_study(options: StudyRunOptions, say: Callable[[str], None] = print) -> d
         say(format_estimate(found, scale))
         order = grid_run_order(studies, scale, seeds, options)
         first = [o for o in order if o[2]]
-        say(f"  run order: the {len(first)} pretraining / held-out / fine-tuning cells of the "
-            f"primary claims first (of {len(order)} after the data and baselines), the first "
-            f"pretraining seed's before the next's")
+        say(f"  run order: by pretraining, each with the cells that read it; the "
+            f"{len(first)} cells of the primary claims' pretrainings first (of {len(order)} "
+            f"after the data and baselines), the first pretraining seed's before the next's")
         return {"rows": [], "ran": [], "skipped": [], "estimate": found, "order": order}
     from bert_tf.studies import data as study_data
 
@@ -279,7 +289,8 @@ def build_grid(studies: list[Study], scale, seeds: list[int], options: StudyRunO
 def grid_run_order(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
                    ) -> list[tuple[str, str, bool]]:
     """[(kind, cell key, primary), ...] in the order `run_study` runs them after the data and
-    baseline cells (`grid_order`); primary: the cell is read by a primary claim."""
+    baseline cells (`grid_order`); primary: the cell is in a primary group (its pretraining,
+    or the cell itself, is read by a primary claim)."""
     g = build_grid(studies, scale, seeds, options)
     return [(kind, key, order[0] == 0) for order, kind, key in grid_order(
         studies, scale, g["pseeds"], seeds, g["pre_cells"], g["ft_cells"], g["cloze_cells"],
@@ -361,6 +372,19 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
                     key, v, v.sized_scale(scale), pseed)
             return pre_results[key]
 
+        def weights_of(key: str) -> dict:
+            """`pretrained(key)` for a reader about to run: its weights must be there (a cell
+            exported when it had no readers left is copied without them, `export_cells`)."""
+            result = pretrained(key)
+            weights = result.get("params") or result["checkpoint"] + ".index"
+            if not os.path.exists(weights):
+                raise StudyError(
+                    f"pretraining/{pre_used[key]}: finished, but its weights {weights} are "
+                    f"missing (exported without them?); its readers need them: delete "
+                    f"{store.path('pretraining', f'{budget}/{pre_used[key]}')} to train it "
+                    f"again")
+            return result
+
         tasks: dict[str, object] = {}
 
         def task_data(name: str):
@@ -384,33 +408,37 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
 
         def finetune_job(key: str) -> None:
             v, task_name, pseed, seed = ft_cells[key]
-            pre = pretrained(pre_key(v, pseed)) if v.pretraining_key else None
+            pre = pre_key(v, pseed) if v.pretraining_key else None
+            if pre:
+                pretrained(pre)
             run_fn = cell_runs.finetune_ner if task_name == scale.ner_task else \
                 cell_runs.finetune_squad if task_name == "SQuAD" else cell_runs.finetune
             ft_results[key], _ = cell("finetuning", key, lambda d, t=task_data(task_name): (
-                run_fn(d, v, v.sized_scale(scale), data, t, seed, pre)))
+                run_fn(d, v, v.sized_scale(scale), data, t, seed,
+                       weights_of(pre) if pre else None)))
             _check_gpt_transformation(ft_results[key], v, task_data(task_name),
                                       store.path("finetuning", f"{budget}/{key}"))
 
         def cloze_job(key: str) -> None:
             v, pseed = cloze_cells[key]
-            pre = pretrained(pre_key(v, pseed))
+            pretrained(pre_key(v, pseed))
             cloze_results[key], _ = cell("cloze", key, lambda d: cell_runs.cloze_probe(
-                d, v, v.sized_scale(scale), data, pre, options.seed))
+                d, v, v.sized_scale(scale), data, weights_of(pre_key(v, pseed)), options.seed))
 
         def held_job(key: str) -> None:
             v, pseed = held_cells[key]
-            pre = pretrained(pre_key(v, pseed))
+            pretrained(pre_key(v, pseed))
             held_results[key], _ = cell("held_out", key, lambda d: (
-                cell_runs.held_out_masked_lm(d, v, v.sized_scale(scale), data, pre,
-                                             options.seed)))
+                cell_runs.held_out_masked_lm(d, v, v.sized_scale(scale), data,
+                                             weights_of(pre_key(v, pseed)), options.seed)))
 
         def zero_shot_job(key: str) -> None:
             v, task_name = zs_cells[key]
             prompt, words = study_data.ZERO_SHOT[task_name]
-            pre = pretrained(pre_key(v, options.seed))
+            pretrained(pre_key(v, options.seed))
             zs_results[key], _ = cell("zero_shot", key, lambda d, t=task_data(task_name): (
-                cell_runs.zero_shot(d, v.sized_scale(scale), data, t, pre, prompt, words,
+                cell_runs.zero_shot(d, v.sized_scale(scale), data, t,
+                                    weights_of(pre_key(v, options.seed)), prompt, words,
                                     options.seed)))
 
         for _, kind, key in grid_order(studies, scale, pseeds, seeds, pre_cells, ft_cells,
@@ -744,15 +772,22 @@ def grid_order(studies, scale, pseeds: list[int], seeds: list[int], pre_cells: d
                cloze_cells: dict, held_cells: dict, zs_cells: dict, pre_key, ft_key
                ) -> list[tuple[tuple, str, str]]:
     """The order the grid's cells run in (after the data and baseline cells), as
-    [(sort key, kind, cell key)]: the cells of the PRIMARY claims (`declarations.CLAIMS`,
-    `Claim.primary`) first, so that a run spread over sessions (each session's processes die
-    at its end; the cell cache keeps what finished) has the headline claims' cells earliest;
-    within the primary and the other cells, the first pretraining seed's cells before the
-    next seed's, and each pretraining before the cells that read it (a pretraining runs in the
-    tier of its earliest reader; pretrainings no primary cell reads wait).
+    [(sort key, kind, cell key)], by GROUP: a pretraining and every cell that reads its
+    weights (held-out, cloze, fine-tunings, zero-shot) run together, so that when a session
+    ends (its processes die; the cell cache keeps what finished) at most the group in progress
+    has readers left, and only its weights need to outlive the session (`export_cells`). A
+    fine-tuning from scratch is a group of its own.
 
-    Sort key: (0 primary / 1 other, pretraining seed's index, kind: pretraining, held-out /
-    cloze, fine-tuning, zero-shot, declaration order)."""
+    The groups of the PRIMARY claims (`declarations.CLAIMS`, `Claim.primary`: a group is
+    primary when one of its cells is read by a primary claim) run first, so that a run spread
+    over sessions has the headline claims' cells earliest; within the primary and the other
+    groups, the first pretraining seed's before the next seed's, then in declaration order.
+    Within a group: the pretraining, its held-out and cloze cells, its fine-tunings (the
+    primary claims' first), its zero-shot cell.
+
+    Sort key: (group: 0 primary / 1 other, pretraining seed's index, group's declaration
+    position; kind: pretraining, held-out / cloze, fine-tuning, zero-shot; cell: 0 primary /
+    1 other, declaration order)."""
     from bert_tf.studies.declarations import CLAIMS
 
     names = {s.name for s in studies}
@@ -771,8 +806,6 @@ def grid_order(studies, scale, pseeds: list[int], seeds: list[int], pre_cells: d
             for p in (pseeds if e.run.pretraining_key else [None]):
                 for seed in seeds:
                     mark("finetuning", ft_key(e.run, e.task, p, seed), t)
-                if e.run.pretraining_key:
-                    mark("pretraining", pre_key(e.run, p), t)
         if study.pretraining_paper_column:
             for v in study.variants:
                 if not v.pretraining_key:
@@ -785,16 +818,104 @@ def grid_order(studies, scale, pseeds: list[int], seeds: list[int], pre_cells: d
                             mark("held_out", key, t)
                             mark("pretraining", pre_key(v, p), t)
     index = {p: i for i, p in enumerate(pseeds)}
-    jobs = []
-    for n, (kind, cells) in enumerate((("pretraining", pre_cells), ("held_out", held_cells),
+    cells = []  # (kind, key, group, pretraining seed, declaration position)
+    for n, (kind, found) in enumerate((("pretraining", pre_cells), ("held_out", held_cells),
                                        ("cloze", cloze_cells), ("finetuning", ft_cells),
                                        ("zero_shot", zs_cells))):
-        for i, (key, value) in enumerate(cells.items()):
-            pseed = value[1] if kind in ("pretraining", "held_out", "cloze") else \
-                value[2] if kind == "finetuning" else pseeds[0]
-            jobs.append(((tier.get((kind, key), 1), index.get(pseed, 0), KIND_ORDER[kind], n,
-                          i), kind, key))
+        for i, (key, value) in enumerate(found.items()):
+            if kind == "pretraining":
+                group, pseed = key, value[1]
+            elif kind in ("held_out", "cloze"):
+                group, pseed = pre_key(value[0], value[1]), value[1]
+            elif kind == "finetuning":
+                pseed = value[2]
+                group = pre_key(value[0], pseed) if value[0].pretraining_key else \
+                    f"scratch:{key}"
+            else:
+                group, pseed = pre_key(value[0], pseeds[0]), pseeds[0]
+            cells.append((kind, key, group, pseed, (n, i)))
+    group_tier: dict[str, int] = {}
+    group_first: dict[str, tuple] = {}
+    for kind, key, group, _, position in cells:
+        group_tier[group] = min(tier.get((kind, key), 1), group_tier.get(group, 1))
+        group_first[group] = min(position, group_first.get(group, position))
+    jobs = [((group_tier[group], index.get(pseed, 0), group_first[group], KIND_ORDER[kind],
+              tier.get((kind, key), 1), position), kind, key)
+            for kind, key, group, pseed, position in cells]
     return sorted(jobs)
+
+
+def pretraining_readers(g: dict, options: StudyRunOptions) -> dict[str, list[tuple[str, str]]]:
+    """Each pretraining cell's key -> the cells of the grid `g` (`build_grid`) that read its
+    weights, as [(kind, key)]."""
+    pre_key = g["pre_key"]
+    out: dict[str, list[tuple[str, str]]] = {key: [] for key in g["pre_cells"]}
+    for key, (run, _, pseed, _) in g["ft_cells"].items():
+        if run.pretraining_key:
+            out[pre_key(run, pseed)].append(("finetuning", key))
+    for kind, cells in (("held_out", g["held_cells"]), ("cloze", g["cloze_cells"])):
+        for key, (v, pseed) in cells.items():
+            out[pre_key(v, pseed)].append((kind, key))
+    for key, (v, _) in g["zs_cells"].items():
+        out[pre_key(v, options.seed)].append(("zero_shot", key))
+    return out
+
+
+def export_cells(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions,
+                 say: Callable[[str], None] = print) -> dict:
+    """`--export_cells=DEST`: copies the finished cells of --output_dir into DEST/cells, for a
+    run that continues on another machine or in a later session whose machine keeps only
+    the project's commits (docs/studies.md): every finished cell's DONE.json; the weights of
+    each pretraining (its first run or its gate re-run) some reader of which is not finished
+    (a BERT pretraining's bert_model.ckpt, a GPT one's params/ and, while its zero-shot cell
+    is not finished, its kept training checkpoints); the data cell as EXPECTED.json (its
+    files are made again there and must come out the same). Continue with
+    `cp -rn DEST/cells OUTPUT_DIR/` and the run's own command. Returns the counts."""
+    out = options.output_dir
+    if not os.path.isdir(os.path.join(out, "cells")):
+        raise StudyError(f"--output_dir={out}: no cells/ folder; --export_cells expects the "
+                         f"folder of a study run")
+    store = CellStore(out)
+    g = build_grid(studies, scale, seeds, options)
+    budget = g["budget"]
+    readers = pretraining_readers(g, options)
+    pending: dict[str, list[str]] = {}  # pretraining cell key (a re-run's too) -> kinds
+    for key, cells in readers.items():
+        kinds = [kind for kind, k in cells if store.result(kind, f"{budget}/{k}") is None]
+        if kinds:
+            v = g["pre_cells"][key][0]
+            pending[key] = kinds
+            if scale.pretraining_gate is not None:
+                pending[retry_cell(key, v, scale)[1]] = kinds
+
+    def keep(kind: str, key: str, result: dict) -> list[str]:
+        if kind != "pretraining" or not key.startswith(budget + "/"):
+            return []
+        kinds = pending.get(key[len(budget) + 1:])
+        if not kinds:
+            return []
+        cell_dir = store.path(kind, key)
+        if "params" not in result and "checkpoint" not in result:
+            return []  # a first run stopped under its gate: no weights (its re-run has them)
+        if "params" in result:  # GPT: its params_*.npy, and the zero-shot's checkpoints
+            names = [os.path.relpath(result["params"], cell_dir)]
+            if "zero_shot" in kinds and os.path.isdir(os.path.join(cell_dir, "pretraining")):
+                names.append("pretraining")
+            return names
+        prefix = os.path.basename(result["checkpoint"])
+        return sorted(f for f in os.listdir(os.path.dirname(result["checkpoint"]))
+                      if f.startswith(prefix + "."))
+
+    if os.path.abspath(options.export_cells) == os.path.abspath(out):
+        raise StudyError(f"--export_cells={options.export_cells}: the run's own --output_dir; "
+                         f"expected another folder")
+    counts = store.export_finished(options.export_cells, keep)
+    say(f"{counts['cells']} finished cells copied to "
+        f"{os.path.join(options.export_cells, 'cells')} "
+        f"({counts['files']} kept files, {counts['bytes'] / 1e6:.1f} MB; the weights of "
+        f"{sum(1 for k in pending if store.result('pretraining', f'{budget}/{k}'))} "
+        f"pretrainings with readers left)")
+    return counts
 
 
 def _baselines(task_name: str, task, scale, data: dict, seed: int = 12345) -> dict:

@@ -7,6 +7,8 @@ import os
 import time
 import types
 
+import pytest
+
 from bert_tf.studies import cells
 from bert_tf.studies.cells import ATTEMPTS_FILE, DONE_FILE, CellStore
 
@@ -56,3 +58,77 @@ def test_wall_time_counts_the_killed_attempts(tmp_path, monkeypatch):
 def test_a_first_attempt_reports_its_own_time(tmp_path):
     result, ran = CellStore(str(tmp_path)).run("finetuning", "k", lambda d: {"value": 2})
     assert ran and "attempts" not in result and 0 <= result["wall_s"] < 5
+
+
+def _data_cell(d, text="corpus line\n"):
+    with open(os.path.join(d, "corpus.txt"), "w", encoding="utf-8") as f:
+        f.write(text)
+    with open(os.path.join(d, "corpus.txt.json"), "w", encoding="utf-8") as f:
+        f.write(json.dumps({"seconds": time.time()}))  # side file: timings, not digested
+    return {"corpus": os.path.join(d, "corpus.txt"), "data_dir": d}
+
+
+def _pretraining_cell(d):
+    for name in ("bert_model.ckpt.index", "bert_model.ckpt.data-00000-of-00001",
+                 "model.ckpt-40.index"):
+        with open(os.path.join(d, name), "wb") as f:
+            f.write(b"weights")
+    return {"checkpoint": os.path.join(d, "bert_model.ckpt"), "steps": 40,
+            "curve": [[1, 2.0]], "nested": {"paths": [os.path.join(d, "x")]}}
+
+
+def test_paths_are_kept_relative_and_an_export_reads_the_same_elsewhere(tmp_path):
+    """DONE.json holds the cells' paths relative to the cells folder: an exported copy in
+    another folder reads as the original, with its own paths; only the kept files go."""
+    src = CellStore(str(tmp_path / "run"))
+    data, _ = src.run("data", "b/corpus", _data_cell)
+    pre, _ = src.run("pretraining", "b/bert", _pretraining_cell)
+    done, _ = src.run("pretraining", "b/old", _pretraining_cell)
+    src.run("finetuning", "b/bert/SST-2/seed1", lambda d: {"value": 80.0, "per_example": [1]})
+    with open(os.path.join(src.path("pretraining", "b/bert"), DONE_FILE), encoding="utf-8") as f:
+        written = f.read()
+    assert str(tmp_path) not in written and '"<cells>/pretraining/b/bert/bert_model.ckpt"' \
+        in written
+    assert src.result("pretraining", "b/bert") == {**pre, "wall_s": pre["wall_s"]}
+    assert src.finished() == [("data", "b/corpus"), ("finetuning", "b/bert/SST-2/seed1"),
+                              ("pretraining", "b/bert"), ("pretraining", "b/old")]
+
+    def keep(kind, key, result):  # b/bert still has readers, b/old has none
+        if key == "b/bert":
+            return ["bert_model.ckpt.index", "bert_model.ckpt.data-00000-of-00001"]
+        return []
+
+    counts = src.export_finished(str(tmp_path / "export"), keep)
+    assert counts == {"cells": 4, "files": 2, "bytes": 14}
+    out = CellStore(str(tmp_path / "export"))
+    moved = out.result("pretraining", "b/bert")
+    assert moved["checkpoint"] == os.path.join(out.root, "pretraining", "b", "bert",
+                                               "bert_model.ckpt")
+    assert moved["nested"]["paths"] == [os.path.join(out.path("pretraining", "b/bert"), "x")]
+    assert os.path.exists(moved["checkpoint"] + ".index")
+    assert not os.path.exists(os.path.join(out.path("pretraining", "b/bert"),
+                                           "model.ckpt-40.index"))
+    assert sorted(os.listdir(out.path("pretraining", "b/old"))) == [DONE_FILE]
+    assert out.result("finetuning", "b/bert/SST-2/seed1")["value"] == 80.0
+    # The data cell is exported to be made again: no DONE.json, its files' digest instead.
+    assert out.result("data", "b/corpus") is None
+    assert sorted(os.listdir(out.path("data", "b/corpus"))) == [cells.EXPECTED_FILE]
+    # Made again with the same files: accepted (its side file's new timing does not count).
+    again, ran = out.run("data", "b/corpus", _data_cell)
+    assert ran and again["corpus"] == os.path.join(out.path("data", "b/corpus"), "corpus.txt")
+    assert data["corpus"] != again["corpus"]
+    # Exporting into the cells' own folder is refused.
+    with pytest.raises(ValueError, match="own folder"):
+        src.export_finished(str(tmp_path / "run"), keep)
+
+
+def test_a_re_made_cell_with_other_files_stops_the_run(tmp_path):
+    """A data cell made again from other data (its files differ from the exported digest)
+    is not marked done: the run stops with one line naming the file."""
+    src = CellStore(str(tmp_path / "run"))
+    src.run("data", "b/corpus", _data_cell)
+    src.export_finished(str(tmp_path / "export"), lambda *a: [])
+    out = CellStore(str(tmp_path / "export"))
+    with pytest.raises(cells.CellMismatch, match=r"data/b/corpus: .*first corpus\.txt"):
+        out.run("data", "b/corpus", lambda d: _data_cell(d, "other text\n"))
+    assert out.result("data", "b/corpus") is None

@@ -149,6 +149,125 @@ def test_estimate_counts_both_phases():
     assert two < pretraining_seconds(one, 2, 128, "bert")
 
 
+def test_the_primary_claims_groups_run_first_each_pretraining_with_its_readers():
+    """`--estimate` gives the run's order: each pretraining with the cells that read it (a
+    group, contiguous, the pretraining first), the groups a primary claim reads before any
+    other, the first pretraining seed's groups before the second's."""
+    from bert_tf.studies.declarations import CLAIMS
+    from bert_tf.studies.run import build_grid, pretraining_readers
+
+    options = StudyRunOptions(study="all", scale="small", estimate=True)
+    out = run_study(options, say=lambda s: None)
+    order = out["order"]
+    flags = [primary for _, _, primary in order]
+    first_other = flags.index(False)
+    assert any(flags) and not any(flags[first_other:])
+    assert len(set(key for _, key, _ in order)) == len(order)
+    position = {(k, key): i for i, (k, key, _) in enumerate(order)}
+    primary_keys = [key for _, key, p in order if p]
+    # The primary claims' variants are all there: e.g. Table 5's pretrained vs none on SQuAD,
+    # MLM vs LTR on NER, Table 7's fine-tuned vs embeddings-only.
+    assert any("/SQuAD/" in k and k.startswith("bert-scratch") for k in primary_keys)
+    assert any(k.startswith("gpt-ltr") and "/conll2003/" in k for k in primary_keys)
+    assert any("features-embeddings" in k for k in primary_keys)
+    # Table 8's 100/0/0 and 0/0/100 pretrainings no primary claim reads come later.
+    assert all("mask100_0_0" not in k and "mask0_0_100" not in k for k in primary_keys)
+    assert sum(1 for c in CLAIMS if c.primary) >= 10
+    # Each pretraining's readers right after it, together: no other group's cell between.
+    scale = dataclasses.replace(SCALES["small"])
+    g = build_grid(*_studies_at(scale), scale, list(scale.finetuning_seeds), options)
+    readers = pretraining_readers(g, options)
+    assert sum(len(r) for r in readers.values()) > 100
+    for pre, cells in readers.items():
+        at = [position[c] for c in cells]
+        start = position[("pretraining", pre)]
+        assert cells and min(at) > start, pre
+        assert max(at) - start == len(cells), f"{pre}: its readers are not contiguous"
+    # The first pretraining seed's groups before the second's, within the primary ones.
+    seeds = ["-pseed" in key for _, key, p in order if p]
+    assert seeds.index(True) > 0 and not any(
+        not s for s in seeds[seeds.index(True):]), "second pretraining seed's cells last"
+    assert order[0][0] == "pretraining"
+
+
+def _studies_at(scale):
+    from bert_tf.studies.declarations import STUDIES
+
+    studies = [s.at_scale(scale, ()) for s in STUDIES.values()]
+    return ([s for s in studies if s.variants],)
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("model", ["bert", "gpt"])
+def test_a_cell_killed_in_either_phase_resumes_to_the_same_weights(tmp_path, tiny_data, model):
+    from bert_tf.studies import cell_runs
+    from bert_tf.studies.declarations import Variant
+    from bert_tf.studies.gates import pretraining_gate
+
+    scale = _tiny_two_phase()
+    (p1, s1), (p2, s2) = scale.pretraining_phases()
+    assert (p1, s1, p2, s2) == (18, 32, 2, 64)
+    variant = Variant("m", "m", model=model)
+
+    def run(folder: str, stop=None):
+        os.makedirs(folder, exist_ok=True)
+        if model == "gpt":
+            return cell_runs.pretrain_gpt(folder, scale, tiny_data, 12345, stop_after_step=stop)
+        return cell_runs.pretrain_bert(folder, variant, scale, tiny_data, 12345,
+                                       stop_after_step=stop)
+
+    whole = run(str(tmp_path / "whole"))
+    assert whole["steps"] == 20
+    assert whole["tokens_seen"] == 18 * 32 * 32 + 2 * 32 * 64
+    assert [p["max_seq_length"] for p in whole["phases"]] == [32, 64]
+    assert [p["steps"] for p in whole["phases"]] == [18, 2]
+    # Both phases' curves, in global steps.
+    first, second = whole["phase_curves"]
+    assert first and second and first[-1][0] <= 18 < second[0][0] and second[-1][0] == 20
+    # One schedule: the recorded learning rate warms up once (2 steps) and decays linearly to
+    # 0 at step 20 through the boundary (no restart).
+    lr = sorted(whole["learning_rate_curve"])
+    peak = scale.pretraining_lr
+    assert max(v for _, v in lr) <= peak * 1.0001
+    # After the warm-up (2 steps, 10% of the total), every point lies on the one line
+    # peak x (1 - (step - c) / 20) with one offset c for both phases (c: where the loop
+    # reads the schedule within a step): a schedule restarted at step 18 would not.
+    after = [(st, v) for st, v in lr if st >= 5]
+    assert after[0][0] < 18 < after[-1][0]
+    offsets = {round(st - 20 * (1 - v / peak), 2) for st, v in after}
+    assert len(offsets) == 1 and offsets <= {0.0, 1.0, 2.0}, after
+    gate = pretraining_gate(scale.pretraining_gate, model, whole["curve"], whole["steps"])
+    assert gate["gate_passed"]  # tiny has no gate
+
+    for stop in (7, 19):  # killed in phase 1, and in phase 2
+        folder = str(tmp_path / f"killed{stop}")
+        assert run(folder, stop) is None
+        resumed = run(folder)
+        assert resumed["steps"] == 20
+        if model == "gpt":
+            a = _weights(os.path.join(str(tmp_path / "whole"), "pretraining", "model.ckpt-20"))
+            b = _weights(os.path.join(folder, "pretraining", "model.ckpt-20"))
+        else:
+            a, b = _weights(whole["checkpoint"]), _weights(resumed["checkpoint"])
+        assert a.keys() == b.keys()
+        for name in a:
+            np.testing.assert_array_equal(a[name], b[name], err_msg=f"{stop}: {name}")
+
+
+def test_estimate_counts_both_phases():
+    out = run_study(StudyRunOptions(study="bert_pretraining_tasks", scale="small",
+                                    estimate=True), say=lambda s: None)
+    pre = [c for c in out["estimate"] if c.kind == "pretraining"]
+    assert pre
+    one = dataclasses.replace(SCALES["small"], short_seq_length=0, pretraining_steps=6000)
+    from bert_tf.studies.estimate import pretraining_seconds
+
+    # The short phase is cheaper per token (attention's S^2 share): the two-phase estimate is
+    # under the one-phase one at equal tokens.
+    two = pretraining_seconds(SCALES["small"], 2, 128, "bert")
+    assert two < pretraining_seconds(one, 2, 128, "bert")
+
+
 def test_the_primary_claims_cells_run_first():
     """`--estimate` gives the run's order: every cell a primary claim reads comes before any
     other, the first pretraining seed's before the second's, and each pretraining before the

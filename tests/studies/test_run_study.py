@@ -6,10 +6,12 @@ Tables 6 and 7, GPT-1 Figure 2, BERT vs GPT per epoch) each run by default on a 
 (`--variants`, 10 pretraining steps); every study with every variant is the slow test."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -437,3 +439,59 @@ def test_report_names_the_pretraining_seed_of_each_cell():
     assert "Pretraining cells: mlm_nsp (pretraining seed 12345): held_out_masked_lm_accuracy " \
         "0.28 (8000 steps, 10.0 s); mlm_nsp (pretraining seed 12346): " \
         "held_out_masked_lm_accuracy 0.27 (8000" in md
+
+
+@pytest.mark.long
+def test_a_run_continues_from_its_exported_cells_elsewhere(tmp_path):
+    """`--export_cells`: the finished cells go with only the weights their unfinished readers
+    need; copied into a new folder (another machine, a later session), the run goes on from
+    them: the data cell is made again (and checked), the unfinished cells run, the finished
+    ones are reused with their results unchanged. A pretraining exported without weights
+    that a new reader needs stops the run with one line."""
+    out, dest, again = (str(tmp_path / n) for n in ("run", "export", "again"))
+    variants = "L3_H768_A12,transfer_0"
+    options = StudyRunOptions(study="bert_model_size,gpt_transfer_layers", scale="tiny",
+                              output_dir=out, variants=variants, pretraining_steps=10,
+                              finetuning_epochs=1)
+    first = run_study(options, say=lambda s: None)
+    store = CellStore(out)
+
+    def folder(root: str, cell: str) -> str:  # "kind/key" -> its folder (under its budget)
+        kind, key = cell.split("/", 1)
+        (found,) = [k for c, k in store.finished() + [(kind, b + "/" + key) for b in
+                    os.listdir(store.path(kind, ""))] if c == kind and k.endswith("/" + key)][:1]
+        return os.path.join(root, "cells", kind, found)
+
+    # As if the session ended before the GPT group's zero-shot and one of its fine-tunings.
+    unfinished = [c for c in first["ran"] if c.startswith("zero_shot/")] + \
+        [c for c in first["ran"] if c.startswith("finetuning/gpt")][:1]
+    assert len(unfinished) == 2
+    for c in unfinished:
+        os.remove(os.path.join(folder(out, c), DONE_FILE))
+    said = []
+    counts = run_study(dataclasses.replace(options, export_cells=dest), say=said.append)
+    assert counts["cells"] == len(first["ran"]) - 2
+    exported = CellStore(dest)
+    (gpt,) = [c for c in first["ran"] if c.startswith("pretraining/gpt")]
+    (bert,) = [c for c in first["ran"] if c.startswith("pretraining/bert")]
+    gpt_files = os.listdir(folder(dest, gpt))
+    assert "gpt_params" in gpt_files and "pretraining" in gpt_files  # readers left: weights
+    assert os.listdir(folder(dest, bert)) == [DONE_FILE]  # none left: no weights
+    assert exported.finished()
+    assert "the weights of 1 pretrainings with readers left" in said[-1]
+    shutil.copytree(os.path.join(dest, "cells"), os.path.join(again, "cells"))
+    second = run_study(dataclasses.replace(options, output_dir=again), say=lambda s: None)
+    assert sorted(second["ran"]) == sorted(["data/" + first["ran"][0].split("/", 1)[1]]
+                                           + unfinished)
+    assert first["ran"][0].startswith("data/")
+
+    def table(rows):
+        return sorted((r["kind"], r["variant"], r["task"], str(r.get("seed")), r["value"])
+                      for r in rows if r["kind"] not in ("zero_shot",))
+    assert table(second["rows"]) == table(
+        [r for r in first["rows"] if r["kind"] != "zero_shot"])
+    # A new reader of the BERT pretraining exported without weights: one line, not a result.
+    (ft,) = [c for c in first["ran"] if c.startswith("finetuning/bert")]
+    os.remove(os.path.join(folder(again, ft), DONE_FILE))
+    with pytest.raises(StudyError, match=r"finished, but its weights .* are missing"):
+        run_study(dataclasses.replace(options, output_dir=again), say=lambda s: None)
