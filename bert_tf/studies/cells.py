@@ -37,12 +37,17 @@ from bert_tf.errors import UserInputError
 DONE_FILE = "DONE.json"
 ATTEMPTS_FILE = "ATTEMPTS.json"
 EXPECTED_FILE = "EXPECTED.json"
+LOCK_FILE = "RUNNING.lock"
 HEARTBEAT_S = 10.0
 CELLS_MARK = "<cells>"
 
 
 class CellMismatch(UserInputError):
     """A re-made cell's files differ from the ones its exported copy was made from."""
+
+
+class CellBusy(RuntimeError):
+    """Another live process is running the cell (it holds the cell's lock)."""
 
 
 class CellStore:
@@ -76,28 +81,38 @@ class CellStore:
         return sorted(found)
 
     def run(self, kind: str, key: str, fn: Callable[[str], dict],
-            on_run: Callable[[str, str], None] | None = None) -> tuple[dict, bool]:
+            on_run: Callable[[str, str], None] | None = None,
+            wait: bool = True) -> tuple[dict, bool]:
         """Returns (result, ran): the cached result, or `fn(cell_dir)`'s, then marks it done.
 
         `fn` receives the cell's folder (created; may hold an earlier unfinished run's files)
         and returns a JSON-serialisable dict; `wall_s` (the seconds of this call and of the
         earlier, killed attempts, see the module docstring) is added.
+
+        The cell is run under its lock (an flock on RUNNING.lock in its folder, released by
+        the kernel when the process ends, so a killed process never leaves it held): when
+        another process holds it, `wait` waits for that process and returns its result (or
+        runs the cell if it stopped unfinished); `wait=False` raises `CellBusy` at once.
         """
         cached = self.result(kind, key)
         if cached is not None:
             return cached, False
         cell_dir = self.path(kind, key)
         os.makedirs(cell_dir, exist_ok=True)
-        if on_run is not None:
-            on_run(kind, key)
-        with _Attempt(os.path.join(cell_dir, ATTEMPTS_FILE)) as attempt:
-            result = dict(fn(cell_dir))
-        if "wall_s" not in result:
-            result["wall_s"] = round(attempt.total_s, 1)
-            if attempt.earlier:
-                result["attempts"] = attempt.earlier + 1
-        _check_expected(cell_dir, f"{kind}/{key}")
-        self._write_done(cell_dir, result)
+        with _CellLock(os.path.join(cell_dir, LOCK_FILE), wait, f"{kind}/{key}"):
+            cached = self.result(kind, key)  # finished by the process that held the lock
+            if cached is not None:
+                return cached, False
+            if on_run is not None:
+                on_run(kind, key)
+            with _Attempt(os.path.join(cell_dir, ATTEMPTS_FILE)) as attempt:
+                result = dict(fn(cell_dir))
+            if "wall_s" not in result:
+                result["wall_s"] = round(attempt.total_s, 1)
+                if attempt.earlier:
+                    result["attempts"] = attempt.earlier + 1
+            _check_expected(cell_dir, f"{kind}/{key}")
+            self._write_done(cell_dir, result)
         return result, True
 
     def _write_done(self, cell_dir: str, result: dict) -> None:
@@ -152,13 +167,40 @@ class CellStore:
         return counts
 
 
+class _CellLock:
+    """An exclusive flock on `path` for the duration of a `with` block."""
+
+    def __init__(self, path: str, wait: bool, name: str):
+        self.path, self.wait, self.name = path, wait, name
+        self._fd: int | None = None
+
+    def __enter__(self) -> "_CellLock":
+        import fcntl
+
+        self._fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | (0 if self.wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            os.close(self._fd)
+            self._fd = None
+            raise CellBusy(f"{self.name} is being run by another process") from None
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import fcntl
+
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+        os.close(self._fd)
+
+
 def files_digest(cell_dir: str) -> dict[str, str]:
     """sha256 of each data file under a cell's folder (relative path -> hex): every file but
-    the cell's own markers and the .json side files (which hold paths and timings)."""
+    the cell's own markers, its lock and the .json side files (which hold paths and
+    timings)."""
     digest = {}
     for folder, _, files in os.walk(cell_dir):
         for f in sorted(files):
-            if f.endswith(".json"):
+            if f.endswith(".json") or f == LOCK_FILE:
                 continue
             path = os.path.join(folder, f)
             h = hashlib.sha256()

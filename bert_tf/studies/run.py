@@ -12,10 +12,11 @@ from __future__ import annotations
 import dataclasses
 import os
 import shlex
+import time
 from typing import Callable
 
 from bert_tf.options import integer_list, option
-from bert_tf.studies.cells import CellStore
+from bert_tf.studies.cells import CellBusy, CellStore
 from bert_tf.studies.declarations import (SCALES, STUDIES, Study, StudyError,
                                           describe_features, get_scale, get_study)
 
@@ -315,6 +316,7 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
     total = 1 + len(pre_cells) + len(base_cells) + len(ft_cells) + len(zs_cells) + \
         len(cloze_cells) + len(held_cells)
     ran, skipped = [], []
+    retries_said: set[str] = set()
     bar = tqdm(total=total, desc=f"study cells ({scale.name})", unit="cell")
     from absl import logging as absl_logging
 
@@ -326,8 +328,12 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
     def cell(kind: str, key: str, fn) -> tuple[dict, bool]:
         bar.set_postfix_str(f"{kind}/{key}")
         # The command that ran the cell is kept with its result (a resumed study reuses it).
+        # A cell another process of the same grid is running: the data and baseline cells
+        # (everything reads them) are waited for; any other raises CellBusy, and the job that
+        # needed it is put off to the next pass over the grid (`BUSY_POLL_S`).
         result, did_run = store.run(kind, f"{budget}/{key}",
-                                    lambda d: {**fn(d), "command": command})
+                                    lambda d: {**fn(d), "command": command},
+                                    wait=kind in ("data", "baseline"))
         (ran if did_run else skipped).append(f"{kind}/{key}")
         bar.update(1)
         return result, did_run
@@ -349,9 +355,11 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
         if gate["gate_passed"]:
             return result, gate, key
         lr, retry_key = retry_cell(key, v, scale)
-        bar.total += 1
-        say(f"pretraining/{key}: under its gate ({gate}); running it again at lr {lr:g} "
-            f"({retry_key})")
+        if retry_key not in retries_said:
+            retries_said.add(retry_key)
+            bar.total += 1
+            say(f"pretraining/{key}: under its gate ({gate}); running it again at lr {lr:g} "
+                f"({retry_key})")
         retried, _ = cell("pretraining", retry_key,
                           fn(dataclasses.replace(sized, pretraining_lr=lr), False))
         gate2 = gates.pretraining_gate(scale.pretraining_gate, v.model,
@@ -441,10 +449,22 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
                                     weights_of(pre_key(v, options.seed)), prompt, words,
                                     options.seed)))
 
-        for _, kind, key in grid_order(studies, scale, pseeds, seeds, pre_cells, ft_cells,
-                                       cloze_cells, held_cells, zs_cells, pre_key, ft_key):
-            {"pretraining": pretrained, "finetuning": finetune_job, "cloze": cloze_job,
-             "held_out": held_job, "zero_shot": zero_shot_job}[kind](key)
+        jobs = {"pretraining": pretrained, "finetuning": finetune_job, "cloze": cloze_job,
+                "held_out": held_job, "zero_shot": zero_shot_job}
+        queue = [(kind, key) for _, kind, key in grid_order(
+            studies, scale, pseeds, seeds, pre_cells, ft_cells, cloze_cells, held_cells,
+            zs_cells, pre_key, ft_key)]
+        while queue:  # passes over the grid; a pass puts off the cells another process runs
+            deferred = []
+            for kind, key in queue:
+                try:
+                    jobs[kind](key)
+                except CellBusy:
+                    deferred.append((kind, key))
+            if deferred and len(deferred) == len(queue):
+                bar.set_postfix_str(f"waiting for {len(deferred)} cells another process runs")
+                time.sleep(BUSY_POLL_S)
+            queue = deferred
     finally:
         bar.close()
         absl_logging.set_verbosity(verbosity)
@@ -764,6 +784,8 @@ def report_only(studies: list[Study], scale, seeds: list[int], options: StudyRun
             "results_json": paths["json"], "results_md": paths["md"], "plots": plots}
 
 
+# Seconds between passes over the grid when every cell left is being run by another process.
+BUSY_POLL_S = 30.0
 KIND_ORDER = {"pretraining": 0, "held_out": 1, "cloze": 1, "finetuning": 2, "zero_shot": 3}
 
 

@@ -495,3 +495,29 @@ def test_a_run_continues_from_its_exported_cells_elsewhere(tmp_path):
     os.remove(os.path.join(folder(again, ft), DONE_FILE))
     with pytest.raises(StudyError, match=r"finished, but its weights .* are missing"):
         run_study(dataclasses.replace(options, output_dir=again), say=lambda s: None)
+
+
+@pytest.mark.long
+def test_two_processes_share_one_grid_and_run_each_cell_once(tmp_path):
+    """The same command started twice on one --output_dir (one process per core: a small
+    cell keeps about one core busy): each cell is run by one process (its lock), a process
+    puts off the cells the other runs, both finish with the whole table."""
+    out = str(tmp_path / "two")
+    args = ["--study=bert_pretraining_tasks", "--scale=tiny", f"--output_dir={out}",
+            "--variants=mlm_nsp,no_nsp,no_pretraining", *FAST]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    procs = [subprocess.Popen([sys.executable, TOOL, *args], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+             for _ in range(2)]
+    outs = [p.communicate(timeout=900) for p in procs]
+    for p, (stdout, stderr) in zip(procs, outs):
+        assert p.returncode == 0, stderr[-3000:]
+    counts = [_counts(subprocess.CompletedProcess([], 0, stdout, "")) for stdout, _ in outs]
+    # 1 data + 2 pretraining + 1 baseline + 3 fine-tuning cells, each run once in all.
+    assert sum(ran for ran, _ in counts) == 7, counts
+    assert all(ran + reused == 7 for ran, reused in counts), counts
+    assert all(ran > 0 for ran, _ in counts), counts  # both did some of the work
+    for folder in _done_markers(out):
+        with open(os.path.join(folder, "ATTEMPTS.json"), encoding="utf-8") as f:
+            assert len(json.load(f)) == 1, folder  # one process ran it, once
+    _check_outputs(out, ["bert_pretraining_tasks"], ("mlm_nsp", "no_nsp", "no_pretraining"))
