@@ -41,6 +41,10 @@ importing Keras (bert_tf.tasks.text_models.registration).
 
 __version__ = "0.1.0"
 
+from bert_tf import cpu_setup as _cpu_setup  # before TensorFlow loads: its oneDNN kernels
+
+_cpu_setup.use_onednn_kernels()  # on x86-64 CPUs with AVX2 (TF_ENABLE_ONEDNN_OPTS=0: not)
+
 from bert_tf import moved_modules as _moved_modules  # old module paths still import (CHANGELOG)
 
 _moved_modules.install()

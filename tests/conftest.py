@@ -8,6 +8,8 @@ import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import bert_tf  # noqa: E402,F401  (before any test module loads TensorFlow: bert_tf.cpu_setup)
+
 PROJECT_ROOT = pathlib.Path(__file__).resolve().parents[1]
 SHARED = pathlib.Path(os.environ.get("BERT_TF_SHARED", PROJECT_ROOT.parent / "shared"))
 ORIGINAL_FIXTURES = SHARED / "fixtures" / "original"
