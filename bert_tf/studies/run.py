@@ -910,7 +910,15 @@ def export_cells(studies: list[Study], scale, seeds: list[int], options: StudyRu
             if scale.pretraining_gate is not None:
                 pending[retry_cell(key, v, scale)[1]] = kinds
 
+    with_weights: list[str] = []
+
     def keep(kind: str, key: str, result: dict) -> list[str]:
+        names = _kept(kind, key, result)
+        if names:
+            with_weights.append(key)
+        return names
+
+    def _kept(kind: str, key: str, result: dict) -> list[str]:
         if kind != "pretraining" or not key.startswith(budget + "/"):
             return []
         kinds = pending.get(key[len(budget) + 1:])
@@ -934,9 +942,8 @@ def export_cells(studies: list[Study], scale, seeds: list[int], options: StudyRu
     counts = store.export_finished(options.export_cells, keep)
     say(f"{counts['cells']} finished cells copied to "
         f"{os.path.join(options.export_cells, 'cells')} "
-        f"({counts['files']} kept files, {counts['bytes'] / 1e6:.1f} MB; the weights of "
-        f"{sum(1 for k in pending if store.result('pretraining', f'{budget}/{k}'))} "
-        f"pretrainings with readers left)")
+        f"({counts['files']} kept files, {counts['bytes'] / 1e6:.1f} MB: the weights of "
+        f"{len(with_weights)} pretrainings with readers left)")
     return counts
 
 

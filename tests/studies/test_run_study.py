@@ -478,7 +478,7 @@ def test_a_run_continues_from_its_exported_cells_elsewhere(tmp_path):
     assert "gpt_params" in gpt_files and "pretraining" in gpt_files  # readers left: weights
     assert os.listdir(folder(dest, bert)) == [DONE_FILE]  # none left: no weights
     assert exported.finished()
-    assert "the weights of 1 pretrainings with readers left" in said[-1]
+    assert "the weights of 1 pretrainings with readers left" in said[-1], said
     shutil.copytree(os.path.join(dest, "cells"), os.path.join(again, "cells"))
     second = run_study(dataclasses.replace(options, output_dir=again), say=lambda s: None)
     assert sorted(second["ran"]) == sorted(["data/" + first["ran"][0].split("/", 1)[1]]
