@@ -16,7 +16,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "bert_tf"
 FLOORS = [
     ("base", ["bert_tf.errors", "bert_tf.io_utils", "bert_tf.progress", "bert_tf.options",
               "bert_tf.plotting", "bert_tf.corpora", "bert_tf.moved_modules", "bert_tf.tfds_io",
-              "bert_tf.config_io"]),
+              "bert_tf.config_io", "bert_tf.cpu_setup"]),
     ("text -> ids", ["bert_tf.tokenization"]),
     ("models", ["bert_tf.modeling", "bert_tf.gpt"]),
     ("weights, data, metrics", ["bert_tf.checkpoints", "bert_tf.presets", "bert_tf.pretraining_data",
