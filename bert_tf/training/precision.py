@@ -38,15 +38,10 @@ keras-hub's GPT-2 1.3x; BERT config-S pretraining 2.4-2.9x)."""
 def cpu_has_native_bfloat16(cpuinfo_path: str = "/proc/cpuinfo") -> bool | None:
     """Whether this machine's CPU has bfloat16 dot-product instructions (NATIVE_BFLOAT16_CPU_FLAGS):
     True or False on Linux, None where `cpuinfo_path` cannot be read (not known)."""
-    try:
-        with open(cpuinfo_path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-                    return any(flag in flags for flag in NATIVE_BFLOAT16_CPU_FLAGS)
-    except OSError:
-        return None
-    return None
+    from bert_tf.cpu_setup import cpu_flags
+
+    flags = cpu_flags(cpuinfo_path)
+    return None if flags is None else any(flag in flags for flag in NATIVE_BFLOAT16_CPU_FLAGS)
 
 
 def slow_bfloat16_warning(policy: str, accelerators: int | None = None,
