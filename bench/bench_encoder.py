@@ -24,7 +24,10 @@ Default: BERT-base inference (L12 H768 A12 I3072), seq 128, batch 8, fp32, XLA o
 
 Peers live in their own venvs (see bench/README.md); by default $BENCH_VENVS (or /work/venvs)
 /mg21 and /kh. A missing venv is reported in the summary under "missing" and that peer is skipped;
-bert_tf alone still runs. Raw JSON lines (one per process) go to --out (bench/results/... by default).
+bert_tf alone still runs. TensorFlow's CPU kernels are the same for every implementation and the
+peak (`--onednn`, default auto: oneDNN wherever `import bert_tf` turns it on, as bert_tf's tools
+run; the harness imports TensorFlow before loading an adapter, so the variable is set for the
+whole process tree). Raw JSON lines (one per process) go to --out (bench/results/... by default).
 """
 from __future__ import annotations
 
@@ -37,7 +40,7 @@ import subprocess
 import sys
 import time
 
-from host import cpu_description
+from host import ONEDNN_CHOICES, ONEDNN_HELP, cpu_description, onednn_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -115,7 +118,8 @@ def run_peak(args, py: str, path: str) -> dict | None:
            "--jit", args.peak_jit, "--trials", str(args.peak_trials)]
     if args.peak_shapes:
         cmd += ["--shapes", args.peak_shapes]
-    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="2")
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="2",
+               **onednn_env(args.onednn)[0])
     best = None
     # The peak is the MFU denominator: a contaminated one inflates every MFU. Wait for a quiet
     # machine first, and re-measure (up to --attempts) while the headline shape has no clean trial.
@@ -213,7 +217,7 @@ def run_pass(args, envs: dict, impls: list[str], jits: list[int], out_path: str,
         cmd += ["--env", f"{env_name}={py}"]
     cmd += cases
     log(f"pass {pass_idx}: " + " ".join(cmd))
-    subprocess.run(cmd, check=False)
+    subprocess.run(cmd, check=False, env=dict(os.environ, **onednn_env(args.onednn)[0]))
 
 
 def impl_name_of(r: dict) -> str:
@@ -325,6 +329,8 @@ def main() -> None:
     ap.add_argument("--seq", type=int, default=None)
     ap.add_argument("--masked", type=int, default=None)
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--onednn", choices=ONEDNN_CHOICES, default="auto",
+                    help=ONEDNN_HELP + "; the matmul peak runs with the same setting")
     ap.add_argument("--precision", choices=["fp32", "mixed_bf16"], default="fp32")
     ap.add_argument("--peak", default="run",
                     help="run (measure now) | skip | a number (GFLOP/s) | a matmul_peak.json")
@@ -425,6 +431,7 @@ def main() -> None:
         "passes": args.passes, "steps_wanted_per_pass": args.steps, "warmup": args.warmup,
         "foreign_cpu_max": 0.05,
         "cpu": cpu_description(),
+        "onednn": onednn_env(args.onednn)[1],
         "peak_fp32_gflops": peak, "peak": peak_info,
         "impls_requested": impls, "pythons": pythons, "missing": missing,
         "bert_tf_optimizer": (None if args.task != "pretrain" else "keras.optimizers.Adam"

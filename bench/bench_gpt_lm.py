@@ -18,7 +18,8 @@ What runs (see bench/peers/gpt_bert_tf_lm.py and bench/peers/gpt2_kerashub_lm.py
 Same layers, width, heads, n_ctx, vocabulary (n_vocab + n_special), parameter count, batch,
 precision (--precision: float32, or mixed_bfloat16 on both sides: Keras' mixed policy, float32
 variables, bfloat16 matmuls, the loss in float32), dropout (--dropout, on by default as in
-training) and XLA setting (--jit, both sides).
+training), XLA setting (--jit, both sides) and TensorFlow CPU kernels (--onednn, both sides;
+default auto: oneDNN wherever `import bert_tf` turns it on, as bert_tf's tools run).
 Both sides train on the same random token batch, reused every step (the model, not the input).
 
 Method (as the shared harness ../shared/bench-peers, whose CpuWatch and quiet-machine wait this
@@ -42,7 +43,7 @@ import subprocess
 import sys
 import time
 
-from host import cpu_description
+from host import ONEDNN_CHOICES, ONEDNN_HELP, cpu_description, onednn_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -157,7 +158,7 @@ class Worker:
         cmd = [python, os.path.abspath(__file__), "--worker", IMPLS[name][0],
                "--harness", args.harness, "--cfg", json.dumps(cfg)]
         env = dict(os.environ, CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="2",
-                   BENCH_GPT2_LOOP=args.peer_loop)
+                   BENCH_GPT2_LOOP=args.peer_loop, **onednn_env(args.onednn)[0])
         log(f"start {name}: {python}")
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self._stderr, text=True, env=env, cwd=REPO)
@@ -257,6 +258,7 @@ def main() -> None:
     ap.add_argument("--peer_loop", choices=("native", "custom"), default="native",
                     help="keras-hub: compile + train_on_batch (native) or a GradientTape step")
     ap.add_argument("--impls", default="bert_tf,kerashub")
+    ap.add_argument("--onednn", choices=ONEDNN_CHOICES, default="auto", help=ONEDNN_HELP)
     ap.add_argument("--passes", type=int, default=3)
     ap.add_argument("--steps", type=int, default=None,
                     help="clean timed steps per pass and impl (default 20; --size base: 5)")
@@ -373,6 +375,7 @@ def main() -> None:
                "passes_left_out_by_time_budget": skipped_passes,
                "steps_wanted_per_pass": args.steps, "warmup": args.warmup,
                "foreign_cpu_max": 0.05, "cpu": cpu_description(),
+               "onednn": onednn_env(args.onednn)[1],
                "model_gflop_per_step": round(model_gflop_per_step(cfg, cfg["batch"]), 2),
                "tokens_per_step": cfg["batch"] * cfg["n_ctx"],
                "pythons": pythons, "missing": missing, "errors": errors}

@@ -35,3 +35,40 @@ def cpu_description(cpuinfo_path: str = "/proc/cpuinfo") -> dict:
         elif key == "flags":
             info["matmul_isa"] = sorted(set(value.split()) & MATMUL_ISA)
     return info
+
+
+ONEDNN_CHOICES = ("auto", "tf_default", "1", "0")
+ONEDNN_HELP = (
+    "TensorFlow's oneDNN kernels (TF_ENABLE_ONEDNN_OPTS) in every TF worker, so that all "
+    "implementations run on the same CPU kernels: auto (default) = what `import bert_tf` picks "
+    "for this CPU (bert_tf.cpu_setup: 1 on x86-64 with avx2+fma where TF would leave oneDNN "
+    "off), tf_default = TensorFlow's own choice (what a process that imports TensorFlow first "
+    "gets), 1 or 0 = forced")
+
+
+def onednn_setting(choice: str) -> str | None:
+    """The TF_ENABLE_ONEDNN_OPTS value the bench's TF workers get for `choice` (of ONEDNN_CHOICES),
+    or None to leave the variable as the caller's environment has it (tf_default, or auto where
+    bert_tf would not set it). A value in the caller's environment wins over auto, as it does
+    for `import bert_tf`."""
+    if choice in ("0", "1"):
+        return choice
+    if choice == "tf_default":
+        return None
+    if choice != "auto":
+        raise ValueError(f"--onednn={choice!r}: expected one of {ONEDNN_CHOICES}")
+    import sys
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if repo not in sys.path:
+        sys.path.insert(0, repo)
+    from bert_tf import cpu_setup  # imports nothing heavy (no TensorFlow)
+    if cpu_setup.ONEDNN_ENV in os.environ:
+        return os.environ[cpu_setup.ONEDNN_ENV]
+    return cpu_setup.onednn_choice(environ={}, tensorflow_loaded=False)
+
+
+def onednn_env(choice: str) -> tuple[dict, dict]:
+    """(environment entries for the TF workers, the record for the JSON summary)."""
+    value = onednn_setting(choice)
+    env = {} if value is None else {"TF_ENABLE_ONEDNN_OPTS": value}
+    return env, {"choice": choice, "TF_ENABLE_ONEDNN_OPTS": value or "unset (TF's default)"}

@@ -241,9 +241,8 @@ def _alternating_rounds(runs: dict, rounds: int, per: str) -> dict:
 
 def worker(args: argparse.Namespace) -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import bert_tf  # first, as bert_tf's tools: it picks TensorFlow's CPU kernels (cpu_setup)
     import tensorflow as tf
-
-    import bert_tf
     from profile_common import profile_calls
     from profile_train_step import CATEGORIES
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)

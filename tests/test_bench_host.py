@@ -40,3 +40,21 @@ def test_cpu_description_reads_the_first_processor(tmp_path):
 def test_cpu_description_without_cpuinfo(tmp_path):
     info = host.cpu_description(str(tmp_path / "missing"))
     assert set(info) == {"cpu_count", "machine"}
+
+
+def test_onednn_setting_forced_default_and_auto(monkeypatch):
+    import pytest
+
+    from bert_tf import cpu_setup
+    assert host.onednn_env("1") == ({"TF_ENABLE_ONEDNN_OPTS": "1"},
+                                    {"choice": "1", "TF_ENABLE_ONEDNN_OPTS": "1"})
+    assert host.onednn_setting("0") == "0"
+    assert host.onednn_env("tf_default")[0] == {}
+    monkeypatch.delenv("TF_ENABLE_ONEDNN_OPTS", raising=False)
+    # auto: what `import bert_tf` would choose for this CPU in a fresh process
+    assert host.onednn_setting("auto") == cpu_setup.onednn_choice(environ={},
+                                                                   tensorflow_loaded=False)
+    monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "0")  # the caller's value wins, as for bert_tf
+    assert host.onednn_setting("auto") == "0"
+    with pytest.raises(ValueError, match="--onednn='eigen'"):
+        host.onednn_setting("eigen")
