@@ -10,7 +10,10 @@ cell as done.
 A folder without DONE.json is an unfinished cell (killed, or failed): it is run again, and the
 training loops inside resume from their own checkpoints where they have them. A finished cell's
 `wall_s` is the time of every attempt (a killed one's up to its last heartbeat, so at most 10 s
-short each), with `attempts` beside it when there was more than one.
+short each), with `attempts` beside it when there was more than one. Time a process spent
+stopped (SIGSTOP, a suspended job: seen as a heartbeat more than PAUSE_MIN_S late) is left out
+of `wall_s` and reported as `paused_s`; `cpu_s` is the CPU time the processes spent on the cell
+(every thread; given when each attempt recorded it).
 
 Paths inside the cells folder are kept in DONE.json relative to it ("<cells>/kind/key/file"),
 so a copy of the folder elsewhere (another machine, a later session) reads as the original.
@@ -29,6 +32,7 @@ import os
 import shutil
 import threading
 import time
+import time as _time  # the real clocks (tests replace `time` with a fake wall clock)
 from typing import Any, Callable
 
 from bert_tf import io_utils
@@ -39,6 +43,7 @@ ATTEMPTS_FILE = "ATTEMPTS.json"
 EXPECTED_FILE = "EXPECTED.json"
 LOCK_FILE = "RUNNING.lock"
 HEARTBEAT_S = 10.0
+PAUSE_MIN_S = 30.0  # a heartbeat this much later than due: the process was stopped meanwhile
 CELLS_MARK = "<cells>"
 
 
@@ -109,6 +114,10 @@ class CellStore:
                 result = dict(fn(cell_dir))
             if "wall_s" not in result:
                 result["wall_s"] = round(attempt.total_s, 1)
+                if attempt.paused_s:
+                    result["paused_s"] = round(attempt.paused_s, 1)
+                if attempt.cpu_s is not None:
+                    result["cpu_s"] = round(attempt.cpu_s, 1)
                 if attempt.earlier:
                     result["attempts"] = attempt.earlier + 1
             _check_expected(cell_dir, f"{kind}/{key}")
@@ -257,13 +266,17 @@ def _absolute(value: Any, root: str) -> Any:
 
 class _Attempt:
     """One process's work on a cell, recorded in its ATTEMPTS.json: appended on entry, its
-    `last_seen` rewritten every HEARTBEAT_S by a background thread and on exit. `total_s`
-    (after exit): this attempt's seconds plus the earlier attempts' (start to last seen)."""
+    `last_seen`, `cpu_s` and `paused_s` rewritten every HEARTBEAT_S by a background thread and
+    on exit. After exit: `total_s`, this attempt's seconds plus the earlier attempts' (start to
+    last seen, less the time stopped); `paused_s`, the time stopped; `cpu_s`, the process CPU
+    seconds of all of them (None when an earlier attempt did not record it)."""
 
     def __init__(self, path: str):
         self.path = path
         self.earlier = 0
         self.total_s = 0.0
+        self.paused_s = 0.0
+        self.cpu_s: float | None = None
         self._records: list[dict] = []
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -277,8 +290,9 @@ class _Attempt:
             self._records = []  # none yet (or unreadable: the earlier time is not known)
         self.earlier = len(self._records)
         now = time.time()
+        self._cpu0, self._beat_at = _cpu_clock(), _pause_clock()
         self._records.append({"pid": os.getpid(), "start": round(now, 1),
-                              "last_seen": round(now, 1)})
+                              "last_seen": round(now, 1), "cpu_s": 0.0, "paused_s": 0.0})
         self._write()
         self._thread = threading.Thread(target=self._beat, daemon=True)
         self._thread.start()
@@ -288,7 +302,11 @@ class _Attempt:
         self._stop.set()
         self._thread.join()
         self._write()
-        self.total_s = sum(r["last_seen"] - r["start"] for r in self._records)
+        self.total_s = sum(r["last_seen"] - r["start"] - r.get("paused_s", 0.0)
+                           for r in self._records)
+        self.paused_s = sum(r.get("paused_s", 0.0) for r in self._records)
+        if all("cpu_s" in r for r in self._records):
+            self.cpu_s = sum(r["cpu_s"] for r in self._records)
 
     def _beat(self) -> None:
         while not self._stop.wait(HEARTBEAT_S):
@@ -296,8 +314,27 @@ class _Attempt:
 
     def _write(self) -> None:
         with self._lock:
-            self._records[-1]["last_seen"] = round(time.time(), 1)
+            record = self._records[-1]
+            now = _pause_clock()
+            # The heartbeat is due every HEARTBEAT_S; a stopped process (SIGSTOP) beats late by
+            # the time it was stopped. A late beat under load is seconds late, never PAUSE_MIN_S.
+            late = now - self._beat_at - HEARTBEAT_S
+            if late > PAUSE_MIN_S:
+                record["paused_s"] = round(record["paused_s"] + late, 1)
+            self._beat_at = now
+            record["last_seen"] = round(time.time(), 1)
+            record["cpu_s"] = round(_cpu_clock() - self._cpu0, 1)
             io_utils.atomic_write_text(self.path, json.dumps(self._records) + "\n")
+
+
+def _cpu_clock() -> float:
+    """CPU seconds of this process, every thread (stops while the process is stopped)."""
+    return _time.process_time()
+
+
+def _pause_clock() -> float:
+    """A clock that runs while the process is stopped (the heartbeat's lateness)."""
+    return _time.monotonic()
 
 
 def _plain(value: Any) -> Any:

@@ -169,7 +169,8 @@ def budget_lines(study_rows: list[dict]) -> list[str]:
              "BERT's masked LM at most 15% of them):", ""]
     for cell, r in seen.items():
         lines.append(f"- {cell.split('/')[-1]} (pretraining seed {r.get('pretraining_seed')}): "
-                     f"{r['tokens_seen']:,} tokens, {r['wall_s']} s, "
+                     f"{r['tokens_seen']:,} tokens, {r['wall_s']} s"
+                     f"{_cpu_text(r)}, "
                      f"{r.get('targets_per_step') or '—'} targets per step, lr "
                      f"{r.get('pretraining_lr')}, gate "
                      f"{'passed' if r.get('gate_passed', True) else 'NOT passed'}")
@@ -223,13 +224,19 @@ def _gate_text(gate: dict | None) -> str:
             + ("; a re-run at a lower lr" if gate.get("retry_of") else ""))
 
 
+def _cpu_text(r: dict) -> str:
+    """The text " (N CPU-s)" when the cell recorded its processes' CPU time (cells finished
+    since 2026-11-29)."""
+    return f" ({r['cpu_s']} CPU-s)" if r.get("cpu_s") is not None else ""
+
+
 def _pretraining_text(r: dict) -> str:
     """A pretraining row in the "Pretraining cells" line."""
     if r.get("pending"):
         first = r.get("gate")
         return "pending" + (f" (the first run: {_gate_text(first)}; its re-run is not "
                             f"finished)" if first else "")
-    text = f"{r['metric']} {r['value']} ({r['steps']} steps, {r['wall_s']} s"
+    text = f"{r['metric']} {r['value']} ({r['steps']} steps, {r['wall_s']} s{_cpu_text(r)}"
     return text + (f", {_gate_text(r['gate'])})" if r.get("gate") else ")")
 
 

@@ -563,6 +563,7 @@ def assemble_rows(studies: list[Study], scale, seeds: list[int], options: StudyR
                                  "metric": metric, "value": p.get(metric), "seed": pseed,
                                  "pretraining_seed": pseed, "steps": p["steps"],
                                  "wall_s": p["wall_s"], "tokens_seen": p.get("tokens_seen"),
+                                 "cpu_s": p.get("cpu_s"),
                                  "targets_per_step": p.get("targets_per_step"),
                                  "pretraining_lr": p.get("pretraining_lr"),
                                  "gate_passed": gate["gate_passed"], "gate": gate,
@@ -589,6 +590,7 @@ def assemble_rows(studies: list[Study], scale, seeds: list[int], options: StudyR
                                 "column": e.column, "model": size, "seed": seed,
                                 "pretraining_seed": pseed,
                                 "wall_s": r["wall_s"] if r else None,
+                                "cpu_s": r.get("cpu_s") if r else None,
                                 "command": r.get("command", command) if r else command,
                                 "cell": f"finetuning/{budget}/{key}"}
                         if e.paper_column:
@@ -629,6 +631,7 @@ def assemble_rows(studies: list[Study], scale, seeds: list[int], options: StudyR
                    "value": r["value"] if r else None, "seed": 0,
                    "pretraining_seed": pseed, "steps": 0,
                    "wall_s": r["wall_s"] if r else None,
+                   "cpu_s": r.get("cpu_s") if r else None,
                    "command": r.get("command", command) if r else command,
                    "cell": f"cloze/{budget}/{key}", "pretraining_gate_passed": pre_gate}
             with_baseline(row, baseline)
@@ -656,6 +659,7 @@ def assemble_rows(studies: list[Study], scale, seeds: list[int], options: StudyR
             for step, value in r["curve"]:
                 rows.append({**zs, "variant": f"lm_step{step}", "metric": r["metric"],
                              "value": value, "steps": step, "wall_s": r["wall_s"],
+                             "cpu_s": r.get("cpu_s"),
                              "command": r.get("command", command),
                              "majority_class": r["majority_class"]})
         rows += claim_rows(study, [r for r in rows if r["study"] == study.name], per_example)

@@ -132,3 +132,56 @@ def test_a_re_made_cell_with_other_files_stops_the_run(tmp_path):
     with pytest.raises(cells.CellMismatch, match=r"data/b/corpus: .*first corpus\.txt"):
         out.run("data", "b/corpus", lambda d: _data_cell(d, "other text\n"))
     assert out.result("data", "b/corpus") is None
+
+
+_PAUSED_CELL = """
+import sys, time
+from bert_tf.studies import cells
+cells.HEARTBEAT_S, cells.PAUSE_MIN_S = 0.2, 1.0
+
+def work(d):
+    open(d + "/started", "w").close()
+    end = time.monotonic() + 5.0
+    while time.monotonic() < end:  # 5 s of wall time, sleeping (little CPU)
+        time.sleep(0.05)
+    return {"value": 3}
+
+cells.CellStore(sys.argv[1]).run("finetuning", "paused", work)
+"""
+
+
+def test_time_a_process_spent_stopped_is_left_out_of_wall_time(tmp_path):
+    """A real process stopped (SIGSTOP) for 3 s in the middle of its cell: the cell's wall_s
+    leaves those seconds out, paused_s gives them, cpu_s is the process's CPU time."""
+    import signal
+    import subprocess
+    import sys
+
+    root = tmp_path / "grid"
+    script = tmp_path / "cell.py"
+    script.write_text(_PAUSED_CELL)
+    started = time.monotonic()
+    proc = subprocess.Popen([sys.executable, str(script), str(root)])
+    cell_dir = CellStore(str(root)).path("finetuning", "paused")
+    deadline = time.monotonic() + 120
+    while not os.path.exists(os.path.join(cell_dir, "started")):
+        assert proc.poll() is None and time.monotonic() < deadline, "the cell did not start"
+        time.sleep(0.05)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGSTOP)
+    time.sleep(3.0)
+    proc.send_signal(signal.SIGCONT)
+    assert proc.wait(timeout=120) == 0
+    elapsed = time.monotonic() - started
+    with open(os.path.join(cell_dir, DONE_FILE), encoding="utf-8") as f:
+        done = json.load(f)
+    assert done["value"] == 3
+    assert 2.5 <= done["paused_s"] <= elapsed, done
+    assert done["wall_s"] <= elapsed - 2.5, (done, elapsed)
+    assert done["wall_s"] >= 1.5, done  # the work ran ~2 s before and after the stop
+    assert 0 <= done["cpu_s"] < done["wall_s"] + done["paused_s"], done
+
+
+def test_a_cell_without_a_pause_reports_none(tmp_path):
+    result, _ = CellStore(str(tmp_path)).run("finetuning", "k", lambda d: {"value": 2})
+    assert "paused_s" not in result and 0 <= result["cpu_s"] < 5

@@ -56,7 +56,7 @@ def _write_cells(out: str, g: dict) -> dict[str, str]:
         path = os.path.join(store.path(kind, f"{g['budget']}/{key}"), DONE_FILE)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w", encoding="utf-8") as f:
-            json.dump({**result, "wall_s": 1.0}, f)
+            json.dump({**result, "wall_s": 1.0, "cpu_s": 1.5}, f)
         written[f"{kind}/{key}"] = path
 
     done("data", "corpus", {"data_dir": "unused"})
@@ -143,6 +143,9 @@ def test_report_only_marks_pending_cells_and_claims(tmp_path):
     assert {r["cell"].split("/", 2)[0] + "/" + r["cell"].split("/", 2)[2] for r in pending} \
         == set(gone)
     assert all(r["value"] is None for r in pending)  # never a zero
+    done_rows = [r for r in rows if not r.get("pending")]
+    assert done_rows and all(r["cpu_s"] == 1.5 for r in done_rows
+                             if r.get("kind") in ("pretraining", "finetuning"))
     claims = _claims(rows)
     for name, c in claims.items():
         sides = {c["better"], c["worse"]}
@@ -168,6 +171,7 @@ def test_report_only_marks_pending_cells_and_claims(tmp_path):
     assert sst2.endswith("pending (left out until all their cells finish): ltr_bilstm, "
                          "ltr_no_nsp, no_pretraining")
     assert "nan" not in md
+    assert "15000 steps, 1.0 s (1.5 CPU-s)" in md  # a pretraining cell's time and CPU time
     gate = SCALES["small"].pretraining_gate
     assert f"gate passed (perplexity ≤ {gate.bert_perplexity:g} by step " \
         f"{int(gate.fraction * 15000)}: reached at step 100)" in md
