@@ -118,8 +118,7 @@ def run_peak(args, py: str, path: str) -> dict | None:
            "--jit", args.peak_jit, "--trials", str(args.peak_trials)]
     if args.peak_shapes:
         cmd += ["--shapes", args.peak_shapes]
-    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="2",
-               **onednn_env(args.onednn)[0])
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="2")
     best = None
     # The peak is the MFU denominator: a contaminated one inflates every MFU. Wait for a quiet
     # machine first, and re-measure (up to --attempts) while the headline shape has no clean trial.
@@ -217,7 +216,7 @@ def run_pass(args, envs: dict, impls: list[str], jits: list[int], out_path: str,
         cmd += ["--env", f"{env_name}={py}"]
     cmd += cases
     log(f"pass {pass_idx}: " + " ".join(cmd))
-    subprocess.run(cmd, check=False, env=dict(os.environ, **onednn_env(args.onednn)[0]))
+    subprocess.run(cmd, check=False)
 
 
 def impl_name_of(r: dict) -> str:
@@ -351,6 +350,9 @@ def main() -> None:
     ap.add_argument("--no_import_check", action="store_true",
                     help="only check that each venv's python exists (skip the import probe)")
     args = ap.parse_args()
+    # Set once here: the peak and every pass's processes inherit it.
+    onednn_vars, onednn_record = onednn_env(args.onednn)
+    os.environ.update(onednn_vars)
 
     impls = [s.strip() for s in (args.impls or TASK_DEFAULTS[args.task][4]).split(",") if s.strip()]
     for name in impls:
@@ -431,7 +433,7 @@ def main() -> None:
         "passes": args.passes, "steps_wanted_per_pass": args.steps, "warmup": args.warmup,
         "foreign_cpu_max": 0.05,
         "cpu": cpu_description(),
-        "onednn": onednn_env(args.onednn)[1],
+        "onednn": onednn_record,
         "peak_fp32_gflops": peak, "peak": peak_info,
         "impls_requested": impls, "pythons": pythons, "missing": missing,
         "bert_tf_optimizer": (None if args.task != "pretrain" else "keras.optimizers.Adam"

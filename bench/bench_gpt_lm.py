@@ -158,7 +158,7 @@ class Worker:
         cmd = [python, os.path.abspath(__file__), "--worker", IMPLS[name][0],
                "--harness", args.harness, "--cfg", json.dumps(cfg)]
         env = dict(os.environ, CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="2",
-                   BENCH_GPT2_LOOP=args.peer_loop, **onednn_env(args.onednn)[0])
+                   BENCH_GPT2_LOOP=args.peer_loop)
         log(f"start {name}: {python}")
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self._stderr, text=True, env=env, cwd=REPO)
@@ -285,6 +285,9 @@ def main() -> None:
     if args.worker:
         worker(args)
         return
+    # Set once here: both workers inherit it.
+    onednn_vars, onednn_record = onednn_env(args.onednn)
+    os.environ.update(onednn_vars)
 
     size = dict(SIZES[args.size])
     if args.steps is None:
@@ -375,7 +378,7 @@ def main() -> None:
                "passes_left_out_by_time_budget": skipped_passes,
                "steps_wanted_per_pass": args.steps, "warmup": args.warmup,
                "foreign_cpu_max": 0.05, "cpu": cpu_description(),
-               "onednn": onednn_env(args.onednn)[1],
+               "onednn": onednn_record,
                "model_gflop_per_step": round(model_gflop_per_step(cfg, cfg["batch"]), 2),
                "tokens_per_step": cfg["batch"] * cfg["n_ctx"],
                "pythons": pythons, "missing": missing, "errors": errors}

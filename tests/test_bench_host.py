@@ -4,6 +4,10 @@ from __future__ import annotations
 import importlib.util
 import pathlib
 
+import pytest
+
+from bert_tf import cpu_setup
+
 SPEC = importlib.util.spec_from_file_location(
     "bench_host", pathlib.Path(__file__).resolve().parents[1] / "bench" / "host.py")
 host = importlib.util.module_from_spec(SPEC)
@@ -43,9 +47,6 @@ def test_cpu_description_without_cpuinfo(tmp_path):
 
 
 def test_onednn_setting_forced_default_and_auto(monkeypatch):
-    import pytest
-
-    from bert_tf import cpu_setup
     assert host.onednn_env("1") == ({"TF_ENABLE_ONEDNN_OPTS": "1"},
                                     {"choice": "1", "TF_ENABLE_ONEDNN_OPTS": "1"})
     assert host.onednn_setting("0") == "0"

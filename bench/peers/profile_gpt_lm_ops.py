@@ -25,7 +25,18 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
+def _bench_host():
+    """bench/host.py, loaded by path (this file sits in bench/peers/)."""
+    spec = importlib.util.spec_from_file_location(
+        "bench_host", os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                   "host.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def main() -> None:
+    host = _bench_host()
     ap = argparse.ArgumentParser()
     ap.add_argument("--impl", required=True, help="path of an LM adapter (bench/peers/*_lm.py)")
     ap.add_argument("--n_layer", type=int, default=4)
@@ -40,17 +51,12 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--top", type=int, default=30)
     ap.add_argument("--by_name", action="store_true", help="also sum by op name")
-    ap.add_argument("--onednn", default="auto",
-                    help="auto (as bench_gpt_lm.py: oneDNN where `import bert_tf` turns it on), "
-                         "tf_default, 1 or 0; set before TensorFlow loads")
+    ap.add_argument("--onednn", choices=host.ONEDNN_CHOICES, default="auto",
+                    help=host.ONEDNN_HELP + "; set before TensorFlow loads")
     args = ap.parse_args()
 
-    host_spec = importlib.util.spec_from_file_location(
-        "bench_host", os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                                   "host.py"))
-    host = importlib.util.module_from_spec(host_spec)
-    host_spec.loader.exec_module(host)
-    os.environ.update(host.onednn_env(args.onednn)[0])
+    onednn_vars, onednn_record = host.onednn_env(args.onednn)
+    os.environ.update(onednn_vars)
 
     import numpy as np
     import tensorflow as tf
@@ -95,7 +101,7 @@ def main() -> None:
     import shutil
     shutil.rmtree(logdir, ignore_errors=True)
     result = {"impl": args.impl, "cfg": cfg, "jit": args.jit, "precision": args.precision,
-              "tf": tf.__version__, "onednn": host.onednn_env(args.onednn)[1],
+              "tf": tf.__version__, "onednn": onednn_record,
               "wall_ms_per_step_traced": round(wall * 1e3, 1),
               "op_ms_per_step_total": round(sum(by_type.values()) / args.steps, 1),
               "ops_per_step": int(sum(count.values()) / args.steps),

@@ -32,7 +32,10 @@ import os
 import shutil
 import threading
 import time
-import time as _time  # the real clocks (tests replace `time` with a fake wall clock)
+# The real clocks, bound here (tests replace `time` with a fake wall clock): the process's CPU
+# seconds (every thread; they stop while the process is stopped), and a clock that runs while it
+# is stopped (the heartbeat's lateness).
+from time import monotonic as _pause_clock, process_time as _cpu_clock
 from typing import Any, Callable
 
 from bert_tf import io_utils
@@ -325,16 +328,6 @@ class _Attempt:
             record["last_seen"] = round(time.time(), 1)
             record["cpu_s"] = round(_cpu_clock() - self._cpu0, 1)
             io_utils.atomic_write_text(self.path, json.dumps(self._records) + "\n")
-
-
-def _cpu_clock() -> float:
-    """CPU seconds of this process, every thread (stops while the process is stopped)."""
-    return _time.process_time()
-
-
-def _pause_clock() -> float:
-    """A clock that runs while the process is stopped (the heartbeat's lateness)."""
-    return _time.monotonic()
 
 
 def _plain(value: Any) -> Any:
