@@ -21,9 +21,11 @@ Checked on the published run's own grid (Table 5, GPT Table 5, BERT vs GPT at sm
 seeds): 2.52 h estimated, 2.32 h measured (pretraining 0.68 vs 0.78 h; MRPC under, SQuAD
 over by up to 0.1 h each).
 
-The estimate is a plan, not a measurement: a loaded machine takes longer (the published cells
-ran beside other helpers' tests). Every cell counts in full; cells already done in the output
-folder are not subtracted.
+The estimate is a plan, not a measurement: a loaded machine, or another machine kind, takes
+longer (the published cells ran beside other helpers' tests; the gated grid's first 29 cells on
+an AVX2 AMD host took about 3x their estimate). Every cell counts in full; cells already done
+in the output folder are not subtracted. The interim report (`--report_only`) says both this
+plan's hours left and the same cells at the pace the finished ones kept (`paced_seconds`).
 """
 from __future__ import annotations
 
@@ -145,6 +147,28 @@ def estimate_grid(studies, scale, seeds: list[int], pretraining_seeds: list[int]
         if study.zero_shot:
             add("zero_shot", study.name, OVERHEAD_S["zero_shot"])
     return list(cells.values())
+
+
+def pace(finished: list[tuple[str, float, float]]) -> dict[str, float]:
+    """Measured / estimated seconds of the finished cells, per kind of cell and overall
+    ("all"): `finished` holds (kind, estimated s, measured s) per cell, the measured time being
+    the cell's `wall_s` (its attempts, the time its process was stopped left out). A kind with
+    no finished cell gets no entry; `paced_seconds` uses the overall ratio for it."""
+    sums: dict[str, list[float]] = {}
+    for kind, est, measured in finished:
+        for k in (kind, "all"):
+            e, m = sums.setdefault(k, [0.0, 0.0])
+            sums[k] = [e + est, m + measured]
+    return {k: m / e for k, (e, m) in sums.items() if e > 0}
+
+
+def paced_seconds(pending: list[tuple[str, float]], ratios: dict[str, float]) -> float | None:
+    """The estimated seconds of the `pending` cells ((kind, estimated s) each), each scaled
+    by its kind's measured / estimated ratio (`pace`), else the overall one; None without
+    any finished cell to measure the pace on."""
+    if "all" not in ratios:
+        return None
+    return sum(est * ratios.get(kind, ratios["all"]) for kind, est in pending)
 
 
 def format_estimate(cells: list[CellEstimate], scale) -> str:

@@ -181,17 +181,24 @@ def write_results(output_dir: str, studies: list[Study], rows: list[dict], scale
                   seeds: list[int], plots: dict[str, list[str]],
                   progress: dict | None = None) -> dict:
     """Writes results.json and results.md (each atomically: a temporary name, then renamed);
-    returns {"json": path, "md": path}. `progress` ({"finished", "total", "hours_left"}):
-    an interim report (`--report_only`), said in results.md's header."""
+    returns {"json": path, "md": path}. `progress` ({"finished", "total", "hours_left",
+    "paced_hours_left", "pace"}): an interim report (`--report_only`), said in results.md's header."""
     json_path = os.path.join(output_dir, "results.json")
     io_utils.atomic_write_text(json_path, json.dumps(rows, indent=1) + "\n")
     lines = [f"# Study results (scale `{scale}`, fine-tuning seeds {', '.join(map(str, seeds))})",
              ""]
     if progress is not None:
+        paced = progress.get("paced_hours_left")
+        pace = progress.get("pace") or {}
+        at_pace = "" if paced is None else (
+            f"; {paced:.1f} at the pace of the finished cells here (measured / estimated "
+            + ", ".join(f"{k} {v:.2f}x" for k, v in sorted(pace.items()) if k != "all")
+            + f"; overall {pace['all']:.2f}x)")
         lines += [f"**Interim report: {progress['finished']} of {progress['total']} cells "
                   f"finished; estimated CPU hours left: {progress['hours_left']:.1f}** "
-                  "(`bert_tf.studies.estimate`, an unloaded machine; a cell in progress "
-                  "counts in full). Written by `tools/run_study.py --report_only` while the "
+                  f"(`bert_tf.studies.estimate`, an unloaded machine of the calibration kind"
+                  f"{at_pace}; one process's hours, a cell in progress counting in full). "
+                  "Written by `tools/run_study.py --report_only` while the "
                   "grid runs: cells not finished are *pending* in the tables, and so is every "
                   "claim reading one.", ""]
     lines += ["Ours: held-out scores (%), mean ± sample standard deviation over seeds. "

@@ -53,6 +53,11 @@ class StudyRunOptions:
     tasks: str = option("", "Run only these of the scale's fine-tuning tasks (comma-separated, "
                         "e.g. CoLA,STS-B; empty: all). The NER and comparison tasks of the "
                         "studies that use them are not affected.")
+    threads: int = option(0, "TensorFlow's intra-op and inter-op threads in this process (0: "
+                          "TensorFlow's defaults, every core). Two processes on one grid on "
+                          "a 2-core machine: --threads=1 each (a small cell's models cannot "
+                          "use two cores, and two processes of two threads each thrash; "
+                          "docs/studies.md). Only the speed changes, not what a cell runs.")
     list: bool = option(False, "List the studies and scales, run nothing.")
     export_cells: str = option("", "Run nothing: copy the finished cells of --output_dir "
                                "into this folder's cells/, with only the files the "
@@ -160,11 +165,29 @@ def run_study(options: StudyRunOptions, say: Callable[[str], None] = print) -> d
             f"{len(first)} cells of the primary claims' pretrainings first (of {len(order)} "
             f"after the data and baselines), the first pretraining seed's before the next's")
         return {"rows": [], "ran": [], "skipped": [], "estimate": found, "order": order}
+    if options.threads < 0:
+        raise StudyError(f"--threads={options.threads}: expected 0 (TensorFlow's defaults) "
+                         f"or a number of threads")
+    if options.threads:
+        set_threads(options.threads)
     from bert_tf.studies import data as study_data
 
     study_data.check_data(scale, options.data_dir,
                           tuple(dict.fromkeys(t for s in studies for t in s.data_tasks(scale))))
     return _run(studies, scale, seeds, options, say)
+
+
+def set_threads(threads: int) -> None:
+    """TensorFlow's intra-op and inter-op thread pools of this process, `threads` each; only
+    before TensorFlow has run anything (StudyError otherwise)."""
+    import tensorflow as tf
+
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
+    except RuntimeError as e:  # the runtime is up: the pools are fixed
+        raise StudyError(f"--threads={threads}: TensorFlow has already started in this "
+                         f"process ({e}); set it before the first study runs") from None
 
 
 def _check_gpt_transformation(result: dict, variant, task, cell_dir: str) -> None:
@@ -696,11 +719,13 @@ def report_only(studies: list[Study], scale, seeds: list[int], options: StudyRun
     verdict "pending" (`claim_rows`); a pretraining cell under its gate whose re-run
     (`retry_cell`) is not finished is pending too, its row holding the first run's gate.
     results.md starts with "N of M cells finished" and the estimated CPU hours of the rest
-    (`bert_tf.studies.estimate`; a cell in progress counts in full). Not checked here: a GPT
+    (`bert_tf.studies.estimate`; a cell in progress counts in full), also at the pace the
+    finished cells kept here (their measured / estimated time per kind, `estimate.pace`). Not checked here: a GPT
     cell's recorded input transformation (`_check_gpt_transformation` loads the task's
     data); the grid's own run stops on a stale one.
 
-    Returns {"rows", "finished", "total", "hours_left", "pending": ["kind/key", ...],
+    Returns {"rows", "finished", "total", "hours_left", "paced_hours_left", "pace",
+    "pending": ["kind/key", ...],
     "results_json", "results_md", "plots"}. A missing --output_dir, or one holding no
     finished cell of this grid: StudyError (one line)."""
     from bert_tf.studies import estimate, report
@@ -720,15 +745,15 @@ def report_only(studies: list[Study], scale, seeds: list[int], options: StudyRun
     found: dict = {name: {} for name in ("pre_results", "pre_gates", "pre_used",
                                          "base_results", "ft_results", "cloze_results",
                                          "held_results", "zs_results")}
-    # (kind, key, seconds estimated) of every cell of the grid, and whether it is finished.
+    # (kind, key, seconds estimated, its result or None) of every cell of the grid.
     est = {f"{c.kind}/{c.key}": c.seconds for c in estimate.estimate_grid(
         studies, scale, seeds, g["pseeds"])}
     cells: list[tuple[str, str, float, bool]] = [
-        ("data", "corpus", est["data/corpus"], done("data", "corpus") is not None)]
+        ("data", "corpus", est["data/corpus"], done("data", "corpus"))]
     for key, (v, pseed) in g["pre_cells"].items():
         seconds = est[f"pretraining/{v.pretraining_cell(scale)}/p{pseed}"]
         result = done("pretraining", key)
-        cells.append(("pretraining", key, seconds, result is not None))
+        cells.append(("pretraining", key, seconds, result))
         if result is None:
             continue
         gate = pretraining_gate(scale.pretraining_gate, v.model, result.get("curve", []),
@@ -737,7 +762,7 @@ def report_only(studies: list[Study], scale, seeds: list[int], options: StudyRun
         if not gate["gate_passed"]:  # its one re-run, as `run_study` makes it
             lr, retry = retry_cell(key, v, scale)
             result = done("pretraining", retry)
-            cells.append(("pretraining", retry, seconds, result is not None))
+            cells.append(("pretraining", retry, seconds, result))
             found["pre_used"][key] = retry
             if result is None:
                 continue
@@ -748,43 +773,51 @@ def report_only(studies: list[Study], scale, seeds: list[int], options: StudyRun
         found["pre_results"][key] = result
     for key, task in g["base_cells"].items():
         result = done("baseline", key)
-        cells.append(("baseline", key, est[f"baseline/{task}"], result is not None))
+        cells.append(("baseline", key, est[f"baseline/{task}"], result))
         if result is not None:
             found["base_results"][task] = result
     for key, (run, task, pseed, seed) in g["ft_cells"].items():
         result = done("finetuning", key)
         cells.append(("finetuning", key, est[f"finetuning/{run.finetuning_cell(scale)}/p{pseed}/"
-                                             f"{task}/s{seed}"], result is not None))
+                                             f"{task}/s{seed}"], result))
         if result is not None:
             found["ft_results"][key] = result
     for kind, name in (("cloze", "cloze_results"), ("held_out", "held_results")):
         for key, (v, pseed) in g["cloze_cells" if kind == "cloze" else "held_cells"].items():
             result = done(kind, key)
             cells.append((kind, key, est[f"{kind}/{v.pretraining_cell(scale)}/p{pseed}"],
-                          result is not None))
+                          result))
             if result is not None:
                 found[name][key] = result
     zero_shot_s = estimate.OVERHEAD_S["zero_shot"]  # the estimate's per study; here per cell
     for key in g["zs_cells"]:
         result = done("zero_shot", key)
-        cells.append(("zero_shot", key, zero_shot_s, result is not None))
+        cells.append(("zero_shot", key, zero_shot_s, result))
         if result is not None:
             found["zs_results"][key] = result
-    finished = sum(1 for c in cells if c[3])
+    finished = sum(1 for c in cells if c[3] is not None)
     if not finished:
         raise StudyError(f"--output_dir={out} holds no finished cell of this grid (expected "
                          f"DONE.json files under {os.path.join(store.root, '<kind>', budget)}"
                          f"); check --study, --scale, --seed, --pretraining_steps, --cased "
                          f"against the run's command")
-    hours_left = sum(c[2] for c in cells if not c[3]) / 3600
-    progress = {"finished": finished, "total": len(cells), "hours_left": hours_left}
+    pending = [c for c in cells if c[3] is None]
+    hours_left = sum(c[2] for c in pending) / 3600
+    # The same cells at the pace the finished ones kept on this machine (their wall_s).
+    ratios = estimate.pace([(c[0], c[2], c[3]["wall_s"]) for c in cells
+                            if c[3] is not None and c[3].get("wall_s") is not None])
+    paced = estimate.paced_seconds([(c[0], c[2]) for c in pending], ratios)
+    progress = {"finished": finished, "total": len(cells), "hours_left": hours_left,
+                "paced_hours_left": None if paced is None else paced / 3600,
+                "pace": {k: round(v, 2) for k, v in ratios.items()}}
     rows, _ = assemble_rows(studies, scale, seeds, options, g, found)
     plots = write_plots(studies, rows, options, g, found)
     paths = report.write_results(out, studies, rows, scale.name, seeds, plots,
                                  progress=progress)
+    at_pace = "" if paced is None else f", {paced / 3600:.2f} at the finished cells' pace"
     say(f"{finished} of {len(cells)} cells finished (about {hours_left:.2f} CPU hours left by "
-        f"the estimate); nothing run; {paths['md']}")
-    return {"rows": rows, **progress, "pending": [f"{c[0]}/{c[1]}" for c in cells if not c[3]],
+        f"the estimate{at_pace}); nothing run; {paths['md']}")
+    return {"rows": rows, **progress, "pending": [f"{c[0]}/{c[1]}" for c in pending],
             "results_json": paths["json"], "results_md": paths["md"], "plots": plots}
 
 

@@ -137,6 +137,9 @@ def test_report_only_marks_pending_cells_and_claims(tmp_path):
     assert interim["finished"] == 52 - len(gone) and interim["total"] == 52
     assert sorted(interim["pending"]) == sorted(gone)
     assert interim["hours_left"] > 0
+    # Every synthetic cell took 1 s, far under its estimate: the paced hours say so.
+    assert 0 < interim["paced_hours_left"] < interim["hours_left"] / 10
+    assert set(interim["pace"]) >= {"pretraining", "finetuning", "all"}
 
     rows = interim["rows"]
     pending = [r for r in rows if r.get("pending")]
@@ -164,6 +167,8 @@ def test_report_only_marks_pending_cells_and_claims(tmp_path):
     with open(os.path.join(out, "results.md"), encoding="utf-8") as f:
         md = f.read()
     assert f"Interim report: {52 - len(gone)} of 52 cells finished" in md
+    assert f"; {interim['paced_hours_left']:.1f} at the pace of the finished cells here " \
+        f"(measured / estimated " in md
     assert "pending (1 of 2 finished)" not in md  # the mean of the finished cells comes first
     assert "(pending: 1 of 2 finished)" in md  # no pretraining's SST-2: one seed of two
     assert "pending (5 of 6 cells finished)" in md  # its claim
@@ -243,3 +248,16 @@ def test_tiny_grid_partly_run_then_reported(tmp_path):
         md = f.read()
     assert f"{interim['finished']} of {interim['total']} cells finished" in md
     assert "pending (0 of 1)" in md
+
+
+def test_pace_scales_each_kind_by_its_finished_cells_and_others_by_the_overall():
+    from bert_tf.studies.estimate import pace, paced_seconds
+
+    ratios = pace([("pretraining", 100.0, 300.0), ("pretraining", 100.0, 500.0),
+                   ("finetuning", 10.0, 20.0), ("baseline", 20.0, 0.0)])
+    assert ratios == {"pretraining": 4.0, "finetuning": 2.0, "baseline": 0.0,
+                      "all": 820.0 / 230.0}
+    # A pending kind with no finished cell (cloze) goes at the overall pace.
+    assert paced_seconds([("pretraining", 50.0), ("finetuning", 5.0), ("cloze", 23.0)],
+                         ratios) == pytest.approx(200.0 + 10.0 + 23.0 * 820.0 / 230.0)
+    assert paced_seconds([("finetuning", 5.0)], {}) is None  # nothing finished to pace on

@@ -499,12 +499,12 @@ def test_a_run_continues_from_its_exported_cells_elsewhere(tmp_path):
 
 @pytest.mark.long
 def test_two_processes_share_one_grid_and_run_each_cell_once(tmp_path):
-    """The same command started twice on one --output_dir (one process per core: a small
-    cell keeps about one core busy): each cell is run by one process (its lock), a process
+    """The same command started twice on one --output_dir with --threads=1 (one process per
+    core: a small cell keeps about one core busy): each cell is run by one process (its lock), a process
     puts off the cells the other runs, both finish with the whole table."""
     out = str(tmp_path / "two")
     args = ["--study=bert_pretraining_tasks", "--scale=tiny", f"--output_dir={out}",
-            "--variants=mlm_nsp,no_nsp,no_pretraining", *FAST]
+            "--variants=mlm_nsp,no_nsp,no_pretraining", "--threads=1", *FAST]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     procs = [subprocess.Popen([sys.executable, TOOL, *args], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
@@ -521,3 +521,29 @@ def test_two_processes_share_one_grid_and_run_each_cell_once(tmp_path):
         with open(os.path.join(folder, "ATTEMPTS.json"), encoding="utf-8") as f:
             assert len(json.load(f)) == 1, folder  # one process ran it, once
     _check_outputs(out, ["bert_pretraining_tasks"], ("mlm_nsp", "no_nsp", "no_pretraining"))
+
+
+def test_threads_set_both_pools_before_tensorflow_runs_and_refuse_after():
+    """--threads: TensorFlow's two thread pools in a fresh process; once TensorFlow has run
+    an op they are fixed, and the flag says so in one line instead of being ignored."""
+    code = ("import tensorflow as tf\n"
+            "from bert_tf.studies.run import set_threads\n"
+            "from bert_tf.studies.declarations import StudyError\n"
+            "set_threads(1)\n"
+            "print(tf.config.threading.get_intra_op_parallelism_threads(),"
+            " tf.config.threading.get_inter_op_parallelism_threads())\n"
+            "tf.constant(1.0) + 1.0\n"
+            "try:\n"
+            "    set_threads(2)\n"
+            "except StudyError as e:\n"
+            "    print('refused:', e)\n")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, env=env, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.strip().splitlines()
+    assert lines[0] == "1 1"
+    assert lines[1].startswith("refused: --threads=2: TensorFlow has already started")
+    with pytest.raises(StudyError, match=r"--threads=-2: expected 0"):
+        run_study(StudyRunOptions(study="bert_pretraining_tasks", scale="tiny",
+                                  output_dir="unused", threads=-2), say=lambda _: None)
