@@ -477,9 +477,22 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
         queue = [(kind, key) for _, kind, key in grid_order(
             studies, scale, pseeds, seeds, pre_cells, ft_cells, cloze_cells, held_cells,
             zs_cells, pre_key, ft_key)]
+        # Readers of a variant not learned (its pretraining under its gate, re-run included)
+        # run after everything else: they cannot change a verdict (`unlearned_readers`).
+        moot = unlearned_readers(studies, scale, seeds, g, store)
+        later: list[tuple[str, str]] = []
+        last_pass, said_moot = False, set()
         while queue:  # passes over the grid; a pass puts off the cells another process runs
             deferred = []
             for kind, key in queue:
+                failed = None if last_pass else moot(kind, key)
+                if failed:
+                    if failed not in said_moot:
+                        said_moot.add(failed)
+                        say(f"pretraining/{failed}: under its gate, its re-run too; the cells "
+                            f"that only read it run last (they cannot change a verdict)")
+                    later.append((kind, key))
+                    continue
                 try:
                     jobs[kind](key)
                 except CellBusy:
@@ -488,6 +501,8 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
                 bar.set_postfix_str(f"waiting for {len(deferred)} cells another process runs")
                 time.sleep(BUSY_POLL_S)
             queue = deferred
+            if not queue and later and not last_pass:
+                queue, later, last_pass = later, [], True
     finally:
         bar.close()
         absl_logging.set_verbosity(verbosity)
@@ -819,6 +834,74 @@ def report_only(studies: list[Study], scale, seeds: list[int], options: StudyRun
         f"the estimate{at_pace}); nothing run; {paths['md']}")
     return {"rows": rows, **progress, "pending": [f"{c[0]}/{c[1]}" for c in pending],
             "results_json": paths["json"], "results_md": paths["md"], "plots": plots}
+
+
+def unlearned_readers(studies, scale, seeds: list[int], g: dict, store: CellStore
+                      ) -> Callable[[str, str], str | None]:
+    """Which jobs of the grid cannot change a verdict any more, to run after all the others
+    (`_run`; nothing is skipped: they still fill the tables).
+
+    A variant whose pretraining (any seed) finished under its gate, its re-run included, is
+    not learned in every column it has (`statistics.verdicts`: a (variant, column) passes
+    only when all its cells pass), and a claim whose better side, or either side of an expected
+    null, is not learned is inconclusive whatever the scores. So the cells that only feed
+    such a variant, unless one of the variant names they feed is the worse side of an
+    ordering claim (a model that learned nothing is a valid worse side), and its other
+    pretraining seeds, are moot for the claims. Returns job -> the failed pretraining cell's
+    key (a moot job), or None; the gates are read from the finished cells in `store`, a
+    failure once seen being final."""
+    from bert_tf.studies.declarations import CLAIMS
+    from bert_tf.studies.gates import pretraining_gate
+
+    pre_cells, ft_cells, pre_key, ft_key = g["pre_cells"], g["ft_cells"], g["pre_key"], \
+        g["ft_key"]
+    names = {s.name for s in studies}
+    worse = {c.worse for c in CLAIMS if c.study in names and not c.expected_null}
+    by_pretraining: dict[str, set[str]] = {}  # pretraining_cell -> the variant names reading it
+    by_finetuning: dict[str, set[str]] = {}
+    for study in studies:
+        for v in study.variants:
+            if v.pretraining_key:
+                by_pretraining.setdefault(v.pretraining_cell(scale), set()).add(v.name)
+        for e in study.evaluations(scale):
+            if e.run.pretraining_key:
+                by_pretraining.setdefault(e.run.pretraining_cell(scale), set()).add(
+                    e.variant.name)
+            for p in g["variant_pseeds"](e.run):
+                for seed in seeds:
+                    by_finetuning.setdefault(ft_key(e.run, e.task, p, seed), set()).add(
+                        e.variant.name)
+    failed: set[str] = set()
+
+    def under_gate(key: str) -> bool:
+        """The pretraining cell `key` and its re-run both finished under the gate."""
+        if key in failed:
+            return True
+        v = pre_cells[key][0]
+        for attempt in (key, retry_cell(key, v, scale)[1]):
+            result = store.result("pretraining", f"{g['budget']}/{attempt}")
+            if result is None or pretraining_gate(scale.pretraining_gate, v.model,
+                                                  result.get("curve", []),
+                                                  result["steps"])["gate_passed"]:
+                return False
+        failed.add(key)
+        return True
+
+    def moot(kind: str, key: str) -> str | None:
+        if kind == "finetuning":
+            v = ft_cells[key][0]
+            readers = by_finetuning.get(key, set())
+        elif kind in ("pretraining", "cloze", "held_out"):
+            v = pre_cells[key][0] if kind == "pretraining" else \
+                g["cloze_cells" if kind == "cloze" else "held_cells"][key][0]
+            readers = by_pretraining.get(v.pretraining_cell(scale), set())
+        else:
+            return None
+        if not v.pretraining_key or readers & worse:
+            return None
+        return next((k for k in (pre_key(v, p) for p in g["pseeds"]) if under_gate(k)), None)
+
+    return moot
 
 
 # Seconds between passes over the grid when every cell left is being run by another process.

@@ -261,3 +261,60 @@ def test_pace_scales_each_kind_by_its_finished_cells_and_others_by_the_overall()
     assert paced_seconds([("pretraining", 50.0), ("finetuning", 5.0), ("cloze", 23.0)],
                          ratios) == pytest.approx(200.0 + 10.0 + 23.0 * 820.0 / 230.0)
     assert paced_seconds([("finetuning", 5.0)], {}) is None  # nothing finished to pace on
+
+
+def test_readers_of_a_variant_not_learned_run_last(tmp_path):
+    """A variant whose pretraining and its re-run both finished under the gate cannot win a
+    claim any more: the cells that only read it (every pretraining seed) go to the end of the
+    run, unless a variant they feed is the worse side of a claim (LTR here)."""
+    from bert_tf.studies.run import unlearned_readers
+
+    out = str(tmp_path / "grid")
+    options = _options(out)
+    g = _grid(options)
+    written = _write_cells(out, g)
+    scale = dataclasses.replace(SCALES["small"], tasks=options.task_names())
+    studies = [STUDIES[STUDY].at_scale(scale, ())]
+    seeds = options.seed_list()
+    first, second = g["pseeds"]
+    by_name = {v.name: v for v, _ in g["pre_cells"].values()}
+
+    def fail(variant: str) -> str:
+        """Its first pretraining seed's cell under the gate; returns its re-run's DONE.json."""
+        v = by_name[variant]
+        key = g["pre_key"](v, first)
+        with open(written[f"pretraining/{key}"], "w", encoding="utf-8") as f:
+            json.dump({"steps": 15000, "curve": [[100, math.log(900.0)]], "wall_s": 1.0}, f)
+        path = os.path.join(CellStore(out).path("pretraining", f"{g['budget']}/"
+                                                f"{retry_cell(key, v, scale)[1]}"), DONE_FILE)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        return path
+
+    retry = fail("no_nsp")
+    gpt = next(n for n, v in by_name.items() if v.model == "gpt")
+    gpt_retry = fail(gpt)
+    moot = unlearned_readers(studies, scale, seeds, g, CellStore(out))
+    # The re-runs have not finished: nothing is moot yet.
+    assert all(moot("finetuning", k) is None for k in g["ft_cells"])
+    for path in (retry, gpt_retry):  # both re-runs finish under the gate as well
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump({"steps": 15000, "curve": [[100, math.log(800.0)]], "wall_s": 1.0}, f)
+    moot = unlearned_readers(studies, scale, seeds, g, CellStore(out))
+    failed = g["pre_key"](by_name["no_nsp"], first)
+    gpt_failed = g["pre_key"](by_name[gpt], first)
+    ft = {k: moot("finetuning", k) for k in g["ft_cells"]}
+    # MLM only's cells wait for its failure; LTR + BiLSTM reads the failed LTR pretraining
+    # and is only ever the better side; LTR itself (a worse side) and the rest stay in order.
+    expected = {k: {"no_nsp": failed, "ltr_bilstm": gpt_failed}.get(run.name)
+                for k, (run, _, _, _) in g["ft_cells"].items()}
+    assert ft == expected
+    assert sum(1 for m in ft.values() if m == failed) == 2 * 2 * 2  # 2 tasks, 2 x 2 seeds
+    assert any(run.name == "ltr_no_nsp" for run, _, _, _ in g["ft_cells"].values())
+    assert moot("pretraining", g["pre_key"](by_name["no_nsp"], second)) == failed
+    assert moot("pretraining", g["pre_key"](by_name["mlm_nsp"], second)) is None
+    # LTR is the worse side of MLM > LTR: its readers stay in order although it failed.
+    assert moot("pretraining", g["pre_key"](by_name[gpt], second)) is None
+    cloze = {k: moot("cloze", k) for k, (v, _) in g["cloze_cells"].items()}
+    assert {k for k, m in cloze.items() if m} == {
+        k for k, (v, _) in g["cloze_cells"].items() if v.name == "no_nsp"}
+    assert moot("baseline", next(iter(g["base_cells"]))) is None
