@@ -479,30 +479,8 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
             zs_cells, pre_key, ft_key)]
         # Readers of a variant not learned (its pretraining under its gate, re-run included)
         # run after everything else: they cannot change a verdict (`unlearned_readers`).
-        moot = unlearned_readers(studies, scale, seeds, g, store)
-        later: list[tuple[str, str]] = []
-        last_pass, said_moot = False, set()
-        while queue:  # passes over the grid; a pass puts off the cells another process runs
-            deferred = []
-            for kind, key in queue:
-                failed = None if last_pass else moot(kind, key)
-                if failed:
-                    if failed not in said_moot:
-                        said_moot.add(failed)
-                        say(f"pretraining/{failed}: under its gate, its re-run too; the cells "
-                            f"that only read it run last (they cannot change a verdict)")
-                    later.append((kind, key))
-                    continue
-                try:
-                    jobs[kind](key)
-                except CellBusy:
-                    deferred.append((kind, key))
-            if deferred and len(deferred) == len(queue):
-                bar.set_postfix_str(f"waiting for {len(deferred)} cells another process runs")
-                time.sleep(BUSY_POLL_S)
-            queue = deferred
-            if not queue and later and not last_pass:
-                queue, later, last_pass = later, [], True
+        run_jobs(queue, jobs, unlearned_readers(studies, scale, seeds, g, store), say,
+                 lambda n: bar.set_postfix_str(f"waiting for {n} cells another process runs"))
     finally:
         bar.close()
         absl_logging.set_verbosity(verbosity)
@@ -902,6 +880,38 @@ def unlearned_readers(studies, scale, seeds: list[int], g: dict, store: CellStor
         return next((k for k in (pre_key(v, p) for p in g["pseeds"]) if under_gate(k)), None)
 
     return moot
+
+
+def run_jobs(queue: list[tuple[str, str]], jobs: dict, moot: Callable[[str, str], str | None],
+             say: Callable[[str], None], waiting: Callable[[int], None]) -> None:
+    """Runs `jobs[kind](key)` for each (kind, key) of `queue`, in order, over passes: a job
+    raising CellBusy (another process runs the cell) is put off to the next pass, with a
+    `BUSY_POLL_S` sleep when a whole pass was put off (`waiting(n)` first); a job for which
+    `moot` names a failed pretraining is put off until every other job is done, then run
+    in a last series of passes in its order."""
+    later: list[tuple[str, str]] = []
+    last_pass, said = False, set()
+    while queue:  # passes over the grid; a pass puts off the cells another process runs
+        deferred = []
+        for kind, key in queue:
+            failed = None if last_pass else moot(kind, key)
+            if failed:
+                if failed not in said:
+                    said.add(failed)
+                    say(f"pretraining/{failed}: under its gate, its re-run too; the cells "
+                        f"that only read it run last (they cannot change a verdict)")
+                later.append((kind, key))
+                continue
+            try:
+                jobs[kind](key)
+            except CellBusy:
+                deferred.append((kind, key))
+        if deferred and len(deferred) == len(queue):
+            waiting(len(deferred))
+            time.sleep(BUSY_POLL_S)
+        queue = deferred
+        if not queue and later and not last_pass:
+            queue, later, last_pass = later, [], True
 
 
 # Seconds between passes over the grid when every cell left is being run by another process.

@@ -318,3 +318,33 @@ def test_readers_of_a_variant_not_learned_run_last(tmp_path):
     assert {k for k, m in cloze.items() if m} == {
         k for k, (v, _) in g["cloze_cells"].items() if v.name == "no_nsp"}
     assert moot("baseline", next(iter(g["base_cells"]))) is None
+
+
+def test_run_jobs_puts_moot_jobs_last_and_busy_ones_off(monkeypatch):
+    """The grid's loop (`run.run_jobs`): moot jobs after every other one, in their order; a
+    busy cell (another process runs it) is retried on the next pass, never skipped."""
+    from bert_tf.studies import run as study_run
+    from bert_tf.studies.cells import CellBusy
+
+    monkeypatch.setattr(study_run, "BUSY_POLL_S", 0.0)
+    ran, busy = [], {("finetuning", "b"): 2}  # busy on its first two tries
+
+    def job(kind):
+        def fn(key):
+            if busy.get((kind, key), 0) > 0:
+                busy[(kind, key)] -= 1
+                raise CellBusy(key)
+            ran.append(f"{kind}/{key}")
+        return fn
+
+    jobs = {k: job(k) for k in ("pretraining", "finetuning", "cloze")}
+    queue = [("pretraining", "p"), ("finetuning", "a"), ("pretraining", "p2"),
+             ("finetuning", "b"), ("cloze", "c2"), ("finetuning", "d")]
+    moot = {("pretraining", "p2"): "p-first", ("cloze", "c2"): "p-first"}
+    said, waits = [], []
+    study_run.run_jobs(list(queue), jobs, lambda kind, key: moot.get((kind, key)),
+                       said.append, waits.append)
+    assert ran == ["pretraining/p", "finetuning/a", "finetuning/d", "finetuning/b",
+                   "pretraining/p2", "cloze/c2"]
+    assert len(said) == 1 and said[0].startswith("pretraining/p-first: under its gate")
+    assert waits == [1]  # the pass where "b" was the only job left, and busy
