@@ -182,7 +182,8 @@ def write_results(output_dir: str, studies: list[Study], rows: list[dict], scale
                   progress: dict | None = None) -> dict:
     """Writes results.json and results.md (each atomically: a temporary name, then renamed);
     returns {"json": path, "md": path}. `progress` ({"finished", "total", "hours_left",
-    "paced_hours_left", "pace"}): an interim report (`--report_only`), said in results.md's header."""
+    "paced_hours_left", "pace"}): an interim report (`--report_only`), said in results.md's
+    header."""
     json_path = os.path.join(output_dir, "results.json")
     io_utils.atomic_write_text(json_path, json.dumps(rows, indent=1) + "\n")
     lines = [f"# Study results (scale `{scale}`, fine-tuning seeds {', '.join(map(str, seeds))})",

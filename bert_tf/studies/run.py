@@ -713,9 +713,9 @@ def report_only(studies: list[Study], scale, seeds: list[int], options: StudyRun
     (`retry_cell`) is not finished is pending too, its row holding the first run's gate.
     results.md starts with "N of M cells finished" and the estimated CPU hours of the rest
     (`bert_tf.studies.estimate`; a cell in progress counts in full), also at the pace the
-    finished cells kept here (their measured / estimated time per kind, `estimate.pace`). Not checked here: a GPT
-    cell's recorded input transformation (`_check_gpt_transformation` loads the task's
-    data); the grid's own run stops on a stale one.
+    finished cells kept here (their measured / estimated time per kind, `estimate.pace`).
+    Not checked here: a GPT cell's recorded input transformation (`_check_gpt_transformation`
+    loads the task's data); the grid's own run stops on a stale one.
 
     Returns {"rows", "finished", "total", "hours_left", "paced_hours_left", "pace",
     "pending": ["kind/key", ...],
@@ -741,7 +741,7 @@ def report_only(studies: list[Study], scale, seeds: list[int], options: StudyRun
     # (kind, key, seconds estimated, its result or None) of every cell of the grid.
     est = {f"{c.kind}/{c.key}": c.seconds for c in estimate.estimate_grid(
         studies, scale, seeds, g["pseeds"])}
-    cells: list[tuple[str, str, float, bool]] = [
+    cells: list[tuple[str, str, float, dict | None]] = [
         ("data", "corpus", est["data/corpus"], done("data", "corpus"))]
     for key, (v, pseed) in g["pre_cells"].items():
         seconds = est[f"pretraining/{v.pretraining_cell(scale)}/p{pseed}"]

@@ -500,8 +500,8 @@ def test_a_run_continues_from_its_exported_cells_elsewhere(tmp_path):
 @pytest.mark.long
 def test_two_processes_share_one_grid_and_run_each_cell_once(tmp_path):
     """The same command started twice on one --output_dir with --threads=1 (one process per
-    core: a small cell keeps about one core busy): each cell is run by one process (its lock), a process
-    puts off the cells the other runs, both finish with the whole table."""
+    core: a small cell keeps about one core busy): each cell is run by one process (its
+    lock), a process puts off the cells the other runs, both finish with the whole table."""
     out = str(tmp_path / "two")
     args = ["--study=bert_pretraining_tasks", "--scale=tiny", f"--output_dir={out}",
             "--variants=mlm_nsp,no_nsp,no_pretraining", "--threads=1", *FAST]
