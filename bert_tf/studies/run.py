@@ -348,8 +348,18 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
     # over the cells reports progress instead.
     absl_logging.set_verbosity(absl_logging.ERROR)
 
+    eta = [""]  # the paced hours left (`grid_progress`), updated after each cell run here
+
+    def update_eta() -> None:
+        progress = grid_progress(studies, scale, seeds, g, store)[2]
+        hours = progress["paced_hours_left"]
+        if hours is not None:
+            left = f"{hours:.1f} process-h" if hours >= 1 else f"{hours * 60:.0f} process-min"
+            eta[0] = (f"; ~{left} left at this machine's pace ({progress['finished']} of "
+                      f"{progress['total']} cells done)")
+
     def cell(kind: str, key: str, fn) -> tuple[dict, bool]:
-        bar.set_postfix_str(f"{kind}/{key}")
+        bar.set_postfix_str(f"{kind}/{key}{eta[0]}")
         # The command that ran the cell is kept with its result (a resumed study reuses it).
         # A cell another process of the same grid is running: the data and baseline cells
         # (everything reads them) are waited for; any other raises CellBusy, and the job that
@@ -359,6 +369,10 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
                                     wait=kind in ("data", "baseline"))
         (ran if did_run else skipped).append(f"{kind}/{key}")
         bar.update(1)
+        if did_run:
+            update_eta()
+            if eta[0]:
+                say(f"{kind}/{key}: done in {result.get('wall_s', '?')} s{eta[0]}")
         return result, did_run
 
     def pretrain(key: str, v, sized, pseed: int) -> tuple[dict, dict, str]:
@@ -390,6 +404,7 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
         gate2.update(retry_of=key, first_attempt=gate)
         return retried, gate2, retry_key
 
+    update_eta()
     try:
         data, _ = cell("data", "corpus", lambda d: {
             **study_data.prepare_corpus(d, scale, options.data_dir, options.seed), "data_dir": d})
@@ -721,8 +736,7 @@ def report_only(studies: list[Study], scale, seeds: list[int], options: StudyRun
     "pending": ["kind/key", ...],
     "results_json", "results_md", "plots"}. A missing --output_dir, or one holding no
     finished cell of this grid: StudyError (one line)."""
-    from bert_tf.studies import estimate, report
-    from bert_tf.studies.gates import pretraining_gate
+    from bert_tf.studies import report
 
     out = options.output_dir
     if not os.path.isdir(out):
@@ -730,6 +744,37 @@ def report_only(studies: list[Study], scale, seeds: list[int], options: StudyRun
                          f"folder of a study run (its cells/)")
     store = CellStore(out)
     g = build_grid(studies, scale, seeds, options)
+    found, cells, progress = grid_progress(studies, scale, seeds, g, store)
+    finished, hours_left, paced = (progress["finished"], progress["hours_left"],
+                                   progress["paced_hours_left"])
+    if not finished:
+        where = os.path.join(store.root, "<kind>", g["budget"])
+        raise StudyError(f"--output_dir={out} holds no finished cell of this grid (expected "
+                         f"DONE.json files under {where}); check --study, --scale, --seed, --pretraining_steps, --cased "
+                         f"against the run's command")
+    pending = [c for c in cells if c[3] is None]
+    rows, _ = assemble_rows(studies, scale, seeds, options, g, found)
+    plots = write_plots(studies, rows, options, g, found)
+    paths = report.write_results(out, studies, rows, scale.name, seeds, plots,
+                                 progress=progress)
+    at_pace = "" if paced is None else f", {paced:.2f} at the finished cells' pace"
+    say(f"{finished} of {len(cells)} cells finished (about {hours_left:.2f} CPU hours left by "
+        f"the estimate{at_pace}); nothing run; {paths['md']}")
+    return {"rows": rows, **progress, "pending": [f"{c[0]}/{c[1]}" for c in pending],
+            "results_json": paths["json"], "results_md": paths["md"], "plots": plots}
+
+
+def grid_progress(studies, scale, seeds: list[int], g: dict, store: CellStore
+                  ) -> tuple[dict, list, dict]:
+    """What `store` holds of the grid `g`: (the finished cells' results by kind as
+    `assemble_rows` reads them, [(kind, key, estimated s, result or None)] for every cell
+    (a pretraining under its gate followed by its re-run), {"finished", "total",
+    "hours_left" (the cost model's, `bert_tf.studies.estimate`), "paced_hours_left" (the same
+    cells at the pace the finished ones kept: `estimate.pace`; None before any finished),
+    "pace"}). Reads only."""
+    from bert_tf.studies import estimate
+    from bert_tf.studies.gates import pretraining_gate
+
     budget = g["budget"]
 
     def done(kind: str, key: str) -> dict | None:
@@ -789,11 +834,6 @@ def report_only(studies: list[Study], scale, seeds: list[int], options: StudyRun
         if result is not None:
             found["zs_results"][key] = result
     finished = sum(1 for c in cells if c[3] is not None)
-    if not finished:
-        raise StudyError(f"--output_dir={out} holds no finished cell of this grid (expected "
-                         f"DONE.json files under {os.path.join(store.root, '<kind>', budget)}"
-                         f"); check --study, --scale, --seed, --pretraining_steps, --cased "
-                         f"against the run's command")
     pending = [c for c in cells if c[3] is None]
     hours_left = sum(c[2] for c in pending) / 3600
     # The same cells at the pace the finished ones kept on this machine (their wall_s).
@@ -803,15 +843,7 @@ def report_only(studies: list[Study], scale, seeds: list[int], options: StudyRun
     progress = {"finished": finished, "total": len(cells), "hours_left": hours_left,
                 "paced_hours_left": None if paced is None else paced / 3600,
                 "pace": {k: round(v, 2) for k, v in ratios.items()}}
-    rows, _ = assemble_rows(studies, scale, seeds, options, g, found)
-    plots = write_plots(studies, rows, options, g, found)
-    paths = report.write_results(out, studies, rows, scale.name, seeds, plots,
-                                 progress=progress)
-    at_pace = "" if paced is None else f", {paced / 3600:.2f} at the finished cells' pace"
-    say(f"{finished} of {len(cells)} cells finished (about {hours_left:.2f} CPU hours left by "
-        f"the estimate{at_pace}); nothing run; {paths['md']}")
-    return {"rows": rows, **progress, "pending": [f"{c[0]}/{c[1]}" for c in pending],
-            "results_json": paths["json"], "results_md": paths["md"], "plots": plots}
+    return found, cells, progress
 
 
 def unlearned_readers(studies, scale, seeds: list[int], g: dict, store: CellStore
@@ -855,13 +887,17 @@ def unlearned_readers(studies, scale, seeds: list[int], g: dict, store: CellStor
         """The pretraining cell `key` and its re-run both finished under the gate."""
         if key in failed:
             return True
+        if scale.pretraining_gate is None:  # no gate at this scale: nothing fails it
+            return False
         v = pre_cells[key][0]
-        for attempt in (key, retry_cell(key, v, scale)[1]):
+        attempt = key
+        for _ in range(2):  # the first run, then its re-run
             result = store.result("pretraining", f"{g['budget']}/{attempt}")
             if result is None or pretraining_gate(scale.pretraining_gate, v.model,
                                                   result.get("curve", []),
                                                   result["steps"])["gate_passed"]:
                 return False
+            attempt = retry_cell(key, v, scale)[1]
         failed.add(key)
         return True
 

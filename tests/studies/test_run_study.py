@@ -360,6 +360,9 @@ def test_tiny_study_runs_resumes_and_reruns_killed_cells(tmp_path):
     # 1 data + 3 pretraining (MLM+NSP, MLM only, LTR) + 1 baseline (topic) + 5 fine-tuning.
     assert _counts(proc) == (10, 0)
     assert "cell/s" in proc.stderr or "s/cell" in proc.stderr  # the progress bar with ETA
+    # After each cell: the hours left at the pace the finished cells kept on this machine.
+    last = [line for line in proc.stdout.splitlines() if "left at this machine's pace" in line]
+    assert len(last) == 10 and last[-1].endswith("(10 of 10 cells done)"), proc.stdout[-2000:]
     rows = _check_outputs(out, ["bert_pretraining_tasks"])
     assert os.path.exists(os.path.join(out, "bert_pretraining_tasks_pretraining.png"))
     markers = _done_markers(out)
