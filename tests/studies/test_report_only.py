@@ -348,3 +348,25 @@ def test_run_jobs_puts_moot_jobs_last_and_busy_ones_off(monkeypatch):
                    "pretraining/p2", "cloze/c2"]
     assert len(said) == 1 and said[0].startswith("pretraining/p-first: under its gate")
     assert waits == [1]  # the pass where "b" was the only job left, and busy
+
+
+def test_nothing_is_moot_at_a_scale_without_a_pretraining_gate(tmp_path):
+    """The tiny scale has no pretraining gate: no job is put off, whatever is finished."""
+    from bert_tf.studies.run import unlearned_readers
+
+    options = StudyRunOptions(study=STUDY, scale="tiny", output_dir=str(tmp_path / "t"))
+    tiny = SCALES["tiny"]
+    assert tiny.pretraining_gate is None
+    studies = [STUDIES[STUDY].at_scale(tiny, ())]
+    seeds = options.seed_list() if options.seeds.strip() else list(tiny.finetuning_seeds)
+    g = build_grid(studies, tiny, seeds, options)
+    store = CellStore(options.output_dir)
+    for key in g["pre_cells"]:  # finished, with a curve far above any threshold
+        path = os.path.join(store.path("pretraining", f"{g['budget']}/{key}"), DONE_FILE)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump({"steps": 150, "curve": [[10, math.log(5000.0)]], "wall_s": 1.0}, f)
+    moot = unlearned_readers(studies, tiny, seeds, g, store)
+    jobs = [("pretraining", k) for k in g["pre_cells"]] + \
+        [("finetuning", k) for k in g["ft_cells"]] + [("cloze", k) for k in g["cloze_cells"]]
+    assert jobs and all(moot(kind, key) is None for kind, key in jobs)
