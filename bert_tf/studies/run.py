@@ -349,9 +349,17 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
     absl_logging.set_verbosity(absl_logging.ERROR)
 
     eta = [""]  # the paced hours left (`grid_progress`), updated after each cell run here
+    eta_failed: list[str] = []
 
     def update_eta() -> None:
-        progress = grid_progress(studies, scale, seeds, g, store)[2]
+        try:
+            progress = grid_progress(studies, scale, seeds, g, store)[2]
+        except (KeyError, ValueError, OSError) as e:  # a display: it never stops the grid
+            if not eta_failed:
+                eta_failed.append(repr(e))
+                say(f"(no estimate of the hours left: {e!r}; the grid goes on)")
+            eta[0] = ""
+            return
         hours = progress["paced_hours_left"]
         if hours is not None:
             left = f"{hours:.1f} process-h" if hours >= 1 else f"{hours * 60:.0f} process-min"
