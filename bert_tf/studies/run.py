@@ -134,6 +134,9 @@ def run_study(options: StudyRunOptions, say: Callable[[str], None] = print) -> d
     seeds = options.seed_list() if options.seeds.strip() else list(scale.finetuning_seeds)
     if options.pretraining_seeds < 0:
         raise StudyError(f"--pretraining_seeds={options.pretraining_seeds}: expected >= 0")
+    if options.threads < 0:
+        raise StudyError(f"--threads={options.threads}: expected 0 (TensorFlow's defaults) "
+                         f"or a number of threads")
     only = options.variant_names()
     known = {v.name for s in studies for v in s.variants}
     unknown = [n for n in only if n not in known]
@@ -165,9 +168,6 @@ def run_study(options: StudyRunOptions, say: Callable[[str], None] = print) -> d
             f"{len(first)} cells of the primary claims' pretrainings first (of {len(order)} "
             f"after the data and baselines), the first pretraining seed's before the next's")
         return {"rows": [], "ran": [], "skipped": [], "estimate": found, "order": order}
-    if options.threads < 0:
-        raise StudyError(f"--threads={options.threads}: expected 0 (TensorFlow's defaults) "
-                         f"or a number of threads")
     if options.threads:
         set_threads(options.threads)
     from bert_tf.studies import data as study_data
@@ -349,14 +349,14 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
     absl_logging.set_verbosity(absl_logging.ERROR)
 
     eta = [""]  # the paced hours left (`grid_progress`), updated after each cell run here
-    eta_failed: list[str] = []
+    eta_failed = [False]
 
     def update_eta() -> None:
         try:
             progress = grid_progress(studies, scale, seeds, g, store)[2]
         except (KeyError, ValueError, OSError) as e:  # a display: it never stops the grid
-            if not eta_failed:
-                eta_failed.append(repr(e))
+            if not eta_failed[0]:
+                eta_failed[0] = True
                 say(f"(no estimate of the hours left: {e!r}; the grid goes on)")
             eta[0] = ""
             return
@@ -889,24 +889,25 @@ def unlearned_readers(studies, scale, seeds: list[int], g: dict, store: CellStor
                 for seed in seeds:
                     by_finetuning.setdefault(ft_key(e.run, e.task, p, seed), set()).add(
                         e.variant.name)
-    failed: set[str] = set()
+    decided: dict[str, bool] = {}  # pretraining key -> under its gate (final outcomes only)
 
     def under_gate(key: str) -> bool:
-        """The pretraining cell `key` and its re-run both finished under the gate."""
-        if key in failed:
-            return True
+        """The pretraining cell `key` and its re-run both finished under the gate (read from
+        the cells until the outcome is final: a run that passed, or the re-run finished)."""
         if scale.pretraining_gate is None:  # no gate at this scale: nothing fails it
             return False
+        if key in decided:
+            return decided[key]
         v = pre_cells[key][0]
-        attempt = key
-        for _ in range(2):  # the first run, then its re-run
+        for attempt in (key, retry_cell(key, v, scale)[1]):  # the first run, then its re-run
             result = store.result("pretraining", f"{g['budget']}/{attempt}")
-            if result is None or pretraining_gate(scale.pretraining_gate, v.model,
-                                                  result.get("curve", []),
-                                                  result["steps"])["gate_passed"]:
+            if result is None:
+                return False  # not finished: asked again later
+            if pretraining_gate(scale.pretraining_gate, v.model, result.get("curve", []),
+                                result["steps"])["gate_passed"]:
+                decided[key] = False
                 return False
-            attempt = retry_cell(key, v, scale)[1]
-        failed.add(key)
+        decided[key] = True
         return True
 
     def moot(kind: str, key: str) -> str | None:
