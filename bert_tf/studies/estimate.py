@@ -149,17 +149,27 @@ def estimate_grid(studies, scale, seeds: list[int], pretraining_seeds: list[int]
     return list(cells.values())
 
 
-def pace(finished: list[tuple[str, float, float]]) -> dict[str, float]:
+def pace(finished: list[tuple[str, float, float, float | None]]) -> dict[str, float]:
     """Measured / estimated seconds of the finished cells, per kind of cell and overall
-    ("all"): `finished` holds (kind, estimated s, measured s) per cell, the measured time being
-    the cell's `wall_s` (its attempts, the time its process was stopped left out). A kind with
-    no finished cell gets no entry; `paced_seconds` uses the overall ratio for it."""
-    sums: dict[str, list[float]] = {}
-    for kind, est, measured in finished:
+    ("all"): `finished` holds (kind, estimated s, wall s, CPU s or None) per cell. The
+    measure is the cell's CPU time (`cpu_s`: what it cost this machine, whatever else ran
+    beside it) wherever the kind has cells that recorded it, those cells only; a kind none of
+    whose cells recorded it is paced by their `wall_s` (the time its process was stopped left
+    out), which other work on the machine stretches. A kind with no finished cell gets no
+    entry; `paced_seconds` uses the overall ratio for it."""
+    sums: dict[str, dict[str, list[float]]] = {}  # kind -> measure -> [estimated, measured]
+    for kind, est, wall, cpu in finished:
         for k in (kind, "all"):
-            e, m = sums.setdefault(k, [0.0, 0.0])
-            sums[k] = [e + est, m + measured]
-    return {k: m / e for k, (e, m) in sums.items() if e > 0}
+            by = sums.setdefault(k, {"cpu": [0.0, 0.0], "wall": [0.0, 0.0]})
+            for measure, value in (("cpu", cpu), ("wall", wall)):
+                if value is not None:
+                    by[measure] = [by[measure][0] + est, by[measure][1] + value]
+    ratios = {}
+    for k, by in sums.items():
+        e, m = by["cpu"] if by["cpu"][0] > 0 else by["wall"]
+        if e > 0:
+            ratios[k] = m / e
+    return ratios
 
 
 def paced_seconds(pending: list[tuple[str, float]], ratios: dict[str, float]) -> float | None:

@@ -192,7 +192,8 @@ def write_results(output_dir: str, studies: list[Study], rows: list[dict], scale
         paced = progress.get("paced_hours_left")
         pace = progress.get("pace") or {}
         at_pace = "" if paced is None else (
-            f"; {paced:.1f} at the pace of the finished cells here (measured / estimated "
+            f"; {paced:.1f} at the pace of the finished cells here (their CPU time, else "
+            f"wall time, / estimated: "
             + ", ".join(f"{k} {v:.2f}x" for k, v in sorted(pace.items()) if k != "all")
             + f"; overall {pace['all']:.2f}x)")
         lines += [f"**Interim report: {progress['finished']} of {progress['total']} cells "

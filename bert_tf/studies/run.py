@@ -362,7 +362,7 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
             return
         hours = progress["paced_hours_left"]
         if hours is not None:
-            left = f"{hours:.1f} process-h" if hours >= 1 else f"{hours * 60:.0f} process-min"
+            left = f"{hours:.1f} CPU-h" if hours >= 1 else f"{hours * 60:.0f} CPU-min"
             eta[0] = (f"; ~{left} left at this machine's pace ({progress['finished']} of "
                       f"{progress['total']} cells done)")
 
@@ -736,7 +736,8 @@ def report_only(studies: list[Study], scale, seeds: list[int], options: StudyRun
     (`retry_cell`) is not finished is pending too, its row holding the first run's gate.
     results.md starts with "N of M cells finished" and the estimated CPU hours of the rest
     (`bert_tf.studies.estimate`; a cell in progress counts in full), also at the pace the
-    finished cells kept here (their measured / estimated time per kind, `estimate.pace`).
+    finished cells kept here (their CPU time, else wall time, over their estimate per kind,
+    `estimate.pace`).
     Not checked here: a GPT cell's recorded input transformation (`_check_gpt_transformation`
     loads the task's data); the grid's own run stops on a stale one.
 
@@ -778,7 +779,8 @@ def grid_progress(studies, scale, seeds: list[int], g: dict, store: CellStore
     `assemble_rows` reads them, [(kind, key, estimated s, result or None)] for every cell
     (a pretraining under its gate followed by its re-run), {"finished", "total",
     "hours_left" (the cost model's, `bert_tf.studies.estimate`), "paced_hours_left" (the same
-    cells at the pace the finished ones kept: `estimate.pace`; None before any finished),
+    cells at the pace the finished ones kept: their CPU time, else wall time, over their
+    estimate, `estimate.pace`; None before any finished),
     "pace"}). Reads only."""
     from bert_tf.studies import estimate
     from bert_tf.studies.gates import pretraining_gate
@@ -844,8 +846,9 @@ def grid_progress(studies, scale, seeds: list[int], g: dict, store: CellStore
     finished = sum(1 for c in cells if c[3] is not None)
     pending = [c for c in cells if c[3] is None]
     hours_left = sum(c[2] for c in pending) / 3600
-    # The same cells at the pace the finished ones kept on this machine (their wall_s).
-    ratios = estimate.pace([(c[0], c[2], c[3]["wall_s"]) for c in cells
+    # The same cells at the pace the finished ones kept on this machine (their CPU time where
+    # recorded, else their wall time).
+    ratios = estimate.pace([(c[0], c[2], c[3]["wall_s"], c[3].get("cpu_s")) for c in cells
                             if c[3] is not None and c[3].get("wall_s") is not None])
     paced = estimate.paced_seconds([(c[0], c[2]) for c in pending], ratios)
     progress = {"finished": finished, "total": len(cells), "hours_left": hours_left,

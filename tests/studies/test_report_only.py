@@ -168,7 +168,7 @@ def test_report_only_marks_pending_cells_and_claims(tmp_path):
         md = f.read()
     assert f"Interim report: {52 - len(gone)} of 52 cells finished" in md
     assert f"; {interim['paced_hours_left']:.1f} at the pace of the finished cells here " \
-        f"(measured / estimated " in md
+        f"(their CPU time, else wall time, / estimated: " in md
     assert "pending (1 of 2 finished)" not in md  # the mean of the finished cells comes first
     assert "(pending: 1 of 2 finished)" in md  # no pretraining's SST-2: one seed of two
     assert "pending (5 of 6 cells finished)" in md  # its claim
@@ -253,14 +253,32 @@ def test_tiny_grid_partly_run_then_reported(tmp_path):
 def test_pace_scales_each_kind_by_its_finished_cells_and_others_by_the_overall():
     from bert_tf.studies.estimate import pace, paced_seconds
 
-    ratios = pace([("pretraining", 100.0, 300.0), ("pretraining", 100.0, 500.0),
-                   ("finetuning", 10.0, 20.0), ("baseline", 20.0, 0.0)])
+    # No CPU time recorded: each kind by its cells' wall time.
+    ratios = pace([("pretraining", 100.0, 300.0, None), ("pretraining", 100.0, 500.0, None),
+                   ("finetuning", 10.0, 20.0, None), ("baseline", 20.0, 0.0, None)])
     assert ratios == {"pretraining": 4.0, "finetuning": 2.0, "baseline": 0.0,
                       "all": 820.0 / 230.0}
     # A pending kind with no finished cell (cloze) goes at the overall pace.
     assert paced_seconds([("pretraining", 50.0), ("finetuning", 5.0), ("cloze", 23.0)],
                          ratios) == pytest.approx(200.0 + 10.0 + 23.0 * 820.0 / 230.0)
     assert paced_seconds([("finetuning", 5.0)], {}) is None  # nothing finished to pace on
+
+
+def test_pace_is_cpu_time_where_cells_recorded_it():
+    """A cell's wall time counts whatever else ran on the machine (a thrashing neighbour, a
+    test suite): where a kind's cells recorded their CPU time, the pace is that, over those
+    cells only; a kind none of whose cells recorded it keeps its wall-time pace."""
+    from bert_tf.studies.estimate import pace
+
+    ratios = pace([
+        # An early cell without CPU time, stretched 10x by other work: left out of its kind.
+        ("finetuning", 10.0, 1000.0, None),
+        ("finetuning", 10.0, 90.0, 40.0), ("finetuning", 10.0, 300.0, 60.0),
+        ("pretraining", 100.0, 700.0, None)])  # no CPU time in this kind: its wall time
+    assert ratios["finetuning"] == pytest.approx(100.0 / 20.0)
+    assert ratios["pretraining"] == pytest.approx(7.0)
+    # Overall: the cells with CPU time (some kind recorded it).
+    assert ratios["all"] == pytest.approx(100.0 / 20.0)
 
 
 def test_readers_of_a_variant_not_learned_run_last(tmp_path):
