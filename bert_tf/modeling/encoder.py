@@ -164,6 +164,11 @@ class BertEncoder(CheckedInputs, DummyBatchBuilt, keras.Model):
     `encoder_outputs` (the first L-1 blocks), `pooled_output`, and `sequence_output_at_positions`
     [batch, P, H], equal to gathering the full `sequence_output` at `output_positions` (up to
     float rounding; dropout draws differ). The last block's cost falls by about 1 - (P+1)/seq.
+    With `pooled_only=True` the last block is computed only at [CLS] (what a classifier reads):
+    the outputs are `embedding_output`, `encoder_outputs` (the first L-1 blocks) and
+    `pooled_output`, equal to the full call's up to float rounding (the last block's dropout
+    masks are drawn for its [CLS] row only); the last block's cost falls by about
+    1 - 1/seq of its queries' work (its keys and values still read every position).
 
     `xla_gelu_in_training=True`: with `training=True`, every block's FFN GELU runs as two
     XLA-compiled elementwise kernels (`activations.gelu_xla`) and each dropout + residual +
@@ -204,7 +209,9 @@ class BertEncoder(CheckedInputs, DummyBatchBuilt, keras.Model):
 
     def call(self, inputs: Mapping[str, tf.Tensor], training: bool | None = None,
              return_attention_probs: bool = False,
-             output_positions: tf.Tensor | None = None) -> dict:
+             output_positions: tf.Tensor | None = None, pooled_only: bool = False) -> dict:
+        if pooled_only and output_positions is not None:
+            raise ValueError("BertEncoder: pooled_only and output_positions are exclusive")
         inputs = canonical_inputs(inputs, owner=type(self).__name__)
         embedding_output = self.embeddings(inputs["input_word_ids"], inputs["input_type_ids"],
                                            training=training)
@@ -218,6 +225,8 @@ class BertEncoder(CheckedInputs, DummyBatchBuilt, keras.Model):
                 # [CLS] (for the pooler) followed by the requested positions.
                 positions = tf.cast(output_positions, tf.int32)
                 query_positions = tf.concat([tf.zeros_like(positions[:, :1]), positions], axis=1)
+            elif pooled_only and i == last:  # [CLS] only
+                query_positions = tf.zeros([tf.shape(hidden)[0], 1], tf.int32)
             if self.recompute_activations and training and not return_attention_probs:
                 hidden = recompute_block(
                     block, lambda h, m, b=block, q=query_positions: b(
@@ -237,10 +246,10 @@ class BertEncoder(CheckedInputs, DummyBatchBuilt, keras.Model):
             "encoder_outputs": encoder_outputs,
             "pooled_output": pooled_output,
         }
-        if output_positions is None:
-            outputs["sequence_output"] = hidden
-        else:
+        if output_positions is not None:
             outputs["sequence_output_at_positions"] = hidden[:, 1:]
+        elif not pooled_only:
+            outputs["sequence_output"] = hidden
         if return_attention_probs:
             outputs["attention_probs"] = probs
         return outputs

@@ -36,6 +36,12 @@ def _float32(logits: tf.Tensor) -> tf.Tensor:
     return tf.cast(logits, tf.float32)
 
 
+def _pooled_only(encoder) -> dict:
+    """The encoder call's `pooled_only=True` (its last block at [CLS] only: a classifier reads
+    nothing else) for a `BertEncoder`; nothing for another encoder (e.g. a SavedModel's)."""
+    return {"pooled_only": True} if isinstance(encoder, BertEncoder) else {}
+
+
 # The labels a pretraining batch holds beside the model inputs (the original's feature names): the
 # pretraining loop passes whole batches, its loss reads these.
 PRETRAINING_LABEL_KEYS = ("masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
@@ -150,7 +156,7 @@ class BertClassifier(CheckedInputs, DummyBatchBuilt, keras.Model):
 
     def call(self, inputs: Mapping[str, tf.Tensor], training: bool | None = None) -> dict:
         inputs = canonical_inputs(inputs, owner=type(self).__name__)
-        outputs = self.encoder(inputs, training=training)
+        outputs = self.encoder(inputs, training=training, **_pooled_only(self.encoder))
         return {"logits": _float32(self.classifier(outputs["pooled_output"], training=training))}
 
     def build_from_config_shapes(self, seq_len: int = 2) -> "BertClassifier":
@@ -249,7 +255,7 @@ class BertMultipleChoice(CheckedInputs, DummyBatchBuilt, keras.Model):
     def call(self, inputs: Mapping[str, tf.Tensor], training: bool | None = None) -> dict:
         inputs = canonical_inputs(inputs, owner=type(self).__name__)
         flat = {k: tf.reshape(v, [-1, tf.shape(v)[-1]]) for k, v in inputs.items()}
-        outputs = self.encoder(flat, training=training)
+        outputs = self.encoder(flat, training=training, **_pooled_only(self.encoder))
         return {"logits": _float32(self.multiple_choice(outputs["pooled_output"],
                                                         training=training))}
 

@@ -10,8 +10,8 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.checkpoints import load_original_checkpoint
-from bert_tf.modeling import (BertConfig, BertPretrainer, attention_mask_adder, gelu, gelu_exact,
-                              gelu_xla, masked_lm_loss, next_sentence_loss)
+from bert_tf.modeling import (BertClassifier, BertConfig, BertPretrainer, attention_mask_adder,
+                              gelu, gelu_exact, gelu_xla, masked_lm_loss, next_sentence_loss)
 from bert_tf.modeling.embeddings import layer_norm
 
 HIDDEN_ATOL = 1e-5
@@ -159,6 +159,48 @@ def test_last_layer_at_predictions_only_gives_the_original_logits(reference, ori
     np.testing.assert_allclose(mlm_lp, ref["masked_lm_log_probs"], atol=LOGPROB_ATOL, rtol=0)
     _, _, nsp_lp = next_sentence_loss(out["next_sentence_logits"], inputs["next_sentence_labels"])
     np.testing.assert_allclose(nsp_lp, ref["next_sentence_log_probs"], atol=LOGPROB_ATOL, rtol=0)
+
+
+def test_pooled_only_gives_the_original_pooled_output(reference):
+    """The classifiers' encoder call (the last block at [CLS] only) against the original's
+    pooled output; a BertClassifier's logits and gradients (dropout off) equal the full path's."""
+    full_model, _, feeds, _, ref = reference
+    config = full_model.config
+    encoder = full_model.encoder
+    inputs = {k: v for k, v in feeds.items() if k != "masked_lm_positions"}
+    out = encoder(inputs, training=False, pooled_only=True)
+    assert "sequence_output" not in out and "sequence_output_at_positions" not in out
+    assert len(out["encoder_outputs"]) == config.num_hidden_layers - 1
+    np.testing.assert_allclose(out["pooled_output"], ref["pooled_output"], atol=HIDDEN_ATOL, rtol=0)
+    with pytest.raises(ValueError, match="exclusive"):
+        encoder(inputs, pooled_only=True, output_positions=feeds["masked_lm_positions"])
+
+    quiet = BertConfig.from_dict({**config.to_dict(), "hidden_dropout_prob": 0.0,
+                                  "attention_probs_dropout_prob": 0.0})
+    classifier = BertClassifier(quiet, num_labels=3, dropout_rate=0.0).build_from_config_shapes()
+    classifier.encoder.set_weights(encoder.get_weights())
+    labels = tf.constant(np.arange(inputs["input_ids"].shape[0]) % 3)
+
+    def loss_and_grads(pruned: bool):
+        with tf.GradientTape() as tape:
+            if pruned:
+                logits = classifier(inputs, training=True)["logits"]
+            else:
+                pooled = classifier.encoder(inputs, training=True)["pooled_output"]
+                logits = classifier.classifier(pooled, training=True)
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
+        return loss, logits, tape.gradient(loss, classifier.trainable_variables)
+
+    loss, logits, grads = loss_and_grads(True)
+    want_loss, want_logits, want_grads = loss_and_grads(False)
+    np.testing.assert_allclose(logits, want_logits, atol=HIDDEN_ATOL, rtol=0)
+    np.testing.assert_allclose(loss, want_loss, atol=HIDDEN_ATOL, rtol=0)
+    for var, g, want in zip(classifier.trainable_variables, grads, want_grads):
+        g, want = tf.convert_to_tensor(g).numpy(), tf.convert_to_tensor(want).numpy()
+        # A key bias's true gradient is 0 (softmax ignores a constant per row): rounding only.
+        scale = max(np.abs(want).max(), 1e-3 if "/key/bias" in var.path else 0.0)
+        np.testing.assert_allclose(g, want, atol=1e-5 * max(scale, 1e-12), rtol=0,
+                                   err_msg=var.path)
 
 
 def test_gelu_xla_values_and_gradient(original_fixtures):
