@@ -9,6 +9,7 @@ train step and of one `predict_arrays` call, from the TF profiler (issue 35).
   python bench/profile_finetune.py --modes train_alternating --steps 6  # the same, one process
   python bench/profile_finetune.py --modes predict --inference_fusion 0,1  # fused inference A/B
   python bench/profile_finetune.py --modes predict_alternating --steps 6   # the same, one process
+  python bench/profile_finetune.py --tasks classifier --modes cls_only_alternating --steps 6
   git worktree add /tmp/before <commit>
   python bench/profile_finetune.py --compare_with /tmp/before        # same-run A/B ratios
 
@@ -38,7 +39,11 @@ Modes, each the code path the bench times:
   * predict_alternating: two copies of the model (same weights), one traced with the inference
     fusions off, one with them on, one `predict_arrays` call each per round in alternating
     order for `--steps` rounds, no profiler: per-round wall ratios off / on, and the largest
-    difference of their logits.
+    difference of their logits;
+  * cls_only_alternating (classifier): two copies of the model, one traced with the last block
+    at every position, one at [CLS] only (`BertEncoder(pooled_only=True)`, what
+    `BertClassifier` runs), one train step and one prediction call each per round in
+    alternating order for `--steps` rounds, no profiler: per-round wall ratios full / cls_only.
 
 Each case runs in its own process (`--worker`; the tree first on PYTHONPATH; `--threads`
 intra-op threads, 0 = all cores; one inter-op thread, as the bench), in alternating order when
@@ -67,6 +72,7 @@ MINILM = dict(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attent
               intermediate_size=1536, max_position_embeddings=512, type_vocab_size=2,
               hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
 NUM_LABELS = {"classifier": 2, "token": 9}
+ALTERNATING = ("train_alternating", "predict_alternating", "cls_only_alternating")
 
 
 def make_arrays(task: str, n: int, seq: int, min_length: int, seed: int = 0) -> dict:
@@ -213,6 +219,29 @@ def alternate_fused(args, model, arrays) -> dict:
     return _alternating_rounds(runs, args.steps, "train step, one per round and variant")
 
 
+def alternate_cls_only(args, model, arrays) -> dict:
+    """--modes cls_only_alternating (classifier): the train step and the prediction call with
+    the last block at every position ("full", `bert_tf.modeling.models.CLS_ONLY_LAST_BLOCK`
+    off while tracing) and at [CLS] only ("cls_only", the default), on two copies of the model
+    (same weights) in this process, alternating: per-round wall ratios full / cls_only."""
+    from bert_tf.modeling import models
+
+    twin = build_model(args.task)
+    twin.set_weights(model.get_weights())
+    train, predict = {}, {}
+    for name, copy, on in (("full", model, False), ("cls_only", twin, True)):
+        models.CLS_ONLY_LAST_BLOCK = on
+        train[name] = build_train(args, copy, arrays)
+        predict[name] = build_predict(args, copy, arrays)
+        for _ in range(args.warmup):  # traces with the setting
+            train[name]()
+        predict[name]()
+    models.CLS_ONLY_LAST_BLOCK = True
+    return {"train": _alternating_rounds(train, args.steps, "train step, one per round and variant"),
+            "predict": _alternating_rounds(predict, args.steps, f"predict call of "
+                                           f"{args.predict_examples} examples, one per round")}
+
+
 def _alternating_rounds(runs: dict, rounds: int, per: str) -> dict:
     """`rounds` rounds of one call of each of the two `runs` ({name a: call, name b: call}), in
     alternating order (a b, b a, ...), timed by the wall clock: "ratio_<a>_over_<b>_per_round"
@@ -250,9 +279,10 @@ def worker(args: argparse.Namespace) -> None:
     n = max(args.predict_examples, args.batch * (args.warmup + args.steps))
     arrays = make_arrays(args.task, n, args.seq, args.min_length)
     model = build_model(args.task)
-    if args.mode in ("train_alternating", "predict_alternating"):
-        alternate = alternate_fused if args.mode == "train_alternating" else \
-            alternate_inference_fusion
+    if args.mode in ALTERNATING:
+        alternate = {"train_alternating": alternate_fused,
+                     "predict_alternating": alternate_inference_fusion,
+                     "cls_only_alternating": alternate_cls_only}[args.mode]
         print(json.dumps({"bert_tf": os.path.dirname(os.path.dirname(bert_tf.__file__)),
                           "loadavg_1_before": round(os.getloadavg()[0], 2),
                           **alternate(args, model, arrays),
@@ -325,7 +355,9 @@ def main() -> None:
                     help="comma list: train, predict, train_alternating (the op-by-op and the "
                          "fused train step alternating in one process, --steps rounds), "
                          "predict_alternating (prediction with the inference fusions off and "
-                         "on, alternating in one process, --steps rounds)")
+                         "on, alternating in one process, --steps rounds), cls_only_alternating "
+                         "(classifier: training and prediction with the last block at every "
+                         "position and at [CLS] only, alternating in one process)")
     ap.add_argument("--predict_jit", default="0", help="comma list of 0 (XLA off), 1 (XLA on)")
     ap.add_argument("--onednn", default="default",
                     help="comma list of TF_ENABLE_ONEDNN_OPTS values (default, 1, 0); two "
@@ -353,8 +385,10 @@ def main() -> None:
         worker(args)
         return
     tasks = _list(ap, args.tasks, NUM_LABELS, "tasks")
-    modes = _list(ap, args.modes, ("train", "predict", "train_alternating",
-                                   "predict_alternating"), "modes")
+    modes = _list(ap, args.modes, ("train", "predict") + ALTERNATING, "modes")
+    if "cls_only_alternating" in modes and tasks != ["classifier"]:
+        ap.error("--modes cls_only_alternating: expected --tasks classifier (a token "
+                 "classifier reads every position)")
     jits = [int(j) for j in _list(ap, args.predict_jit, ("0", "1"), "predict_jit")]
     onednn = _list(ap, args.onednn, ("default", "0", "1"), "onednn")
     fused = [int(f) for f in _list(ap, args.fused, ("0", "1"), "fused")]
@@ -375,10 +409,10 @@ def main() -> None:
             for j in (jits if m == "predict" else [0])]
     for i, case in enumerate(plan):
         order = sides if i % 2 == 0 else list(reversed(sides))
-        if case["mode"] in ("train_alternating", "predict_alternating"):  # own A/B, one process
+        if case["mode"] in ALTERNATING:  # own A/B, one process
             order = [("this", "default", 0, 1)]
         got = {_side_name(side): run_worker(trees[side[0]], side, case, args) for side in order}
-        if len(sides) == 2 and case["mode"] not in ("train_alternating", "predict_alternating"):
+        if len(sides) == 2 and case["mode"] not in ALTERNATING:
             a, b = (got[_side_name(side)] for side in sides)
             got["ratio_b_over_a"] = {c: round(b["op_ms_by_category"][c] /
                                               a["op_ms_by_category"][c], 3)

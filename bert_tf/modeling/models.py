@@ -36,10 +36,16 @@ def _float32(logits: tf.Tensor) -> tf.Tensor:
     return tf.cast(logits, tf.float32)
 
 
+# Read when a classifier's function traces: False computes the last block at every position
+# (the output is the same; `bench/profile_finetune.py --modes cls_only_alternating` times both).
+CLS_ONLY_LAST_BLOCK = True
+
+
 def _pooled_only(encoder) -> dict:
     """The encoder call's `pooled_only=True` (its last block at [CLS] only: a classifier reads
     nothing else) for a `BertEncoder`; nothing for another encoder (e.g. a SavedModel's)."""
-    return {"pooled_only": True} if isinstance(encoder, BertEncoder) else {}
+    return {"pooled_only": True} if CLS_ONLY_LAST_BLOCK and isinstance(encoder, BertEncoder) \
+        else {}
 
 
 # The labels a pretraining batch holds beside the model inputs (the original's feature names): the
