@@ -15,7 +15,8 @@ train step and of one `predict_arrays` call, from the TF profiler (issue 35).
 
 Model: the all-MiniLM-L6-v2 shape that `bench/bench_finetune_vs_hf.py` runs (L6 H384 A12 I1536,
 vocab 30,522), seeded random weights, so no ../shared or weights package is needed: the op mix
-does not depend on the values. Tasks: "classifier" (`BertClassifier`, 2 labels, the MRPC /
+does not depend on the values (`--shape small`: the study grid's `small` model, L2 H128 A2
+I512, instead). Tasks: "classifier" (`BertClassifier`, 2 labels, the MRPC /
 IMDb case) and "token" (`BertTokenClassifier`, 9 labels, the CoNLL-2003 case). Inputs: `--seq`
 long, example lengths drawn (seeded) uniformly in [`--min_length`, seq], as task features are.
 
@@ -71,6 +72,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 MINILM = dict(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
               intermediate_size=1536, max_position_embeddings=512, type_vocab_size=2,
               hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+# --shape small: the study grid's `small` model (`bert_tf.studies`, L2 H128 A2 I512), same vocab.
+SHAPES = {"minilm": MINILM, "small": {**MINILM, "hidden_size": 128, "num_hidden_layers": 2,
+                                      "num_attention_heads": 2, "intermediate_size": 512}}
 NUM_LABELS = {"classifier": 2, "token": 9}
 ALTERNATING = ("train_alternating", "predict_alternating", "cls_only_alternating")
 
@@ -93,12 +97,12 @@ def make_arrays(task: str, n: int, seq: int, min_length: int, seed: int = 0) -> 
             "label_ids": labels}
 
 
-def build_model(task: str):
+def build_model(task: str, shape: str = "minilm"):
     import keras
 
     from bert_tf.modeling import BertClassifier, BertConfig, BertTokenClassifier
     keras.utils.set_random_seed(1)
-    config = BertConfig(**MINILM)
+    config = BertConfig(**SHAPES[shape])
     cls = BertTokenClassifier if task == "token" else BertClassifier
     return cls(config, num_labels=NUM_LABELS[task]).build_from_config_shapes()
 
@@ -189,7 +193,7 @@ def alternate_inference_fusion(args, model, arrays) -> dict:
     per round in alternating order (no profiler): per-round wall ratios off / on."""
     import numpy as np
 
-    twin = build_model(args.task)
+    twin = build_model(args.task, args.shape)
     twin.set_weights(model.get_weights())
     runs, logits = {}, {}
     for name, copy, on in (("off", model, False), ("on", twin, True)):
@@ -226,7 +230,7 @@ def alternate_cls_only(args, model, arrays) -> dict:
     (same weights) in this process, alternating: per-round wall ratios full / cls_only."""
     from bert_tf.modeling import models
 
-    twin = build_model(args.task)
+    twin = build_model(args.task, args.shape)
     twin.set_weights(model.get_weights())
     train, predict = {}, {}
     for name, copy, on in (("full", model, False), ("cls_only", twin, True)):
@@ -278,7 +282,7 @@ def worker(args: argparse.Namespace) -> None:
     tf.config.threading.set_inter_op_parallelism_threads(1)
     n = max(args.predict_examples, args.batch * (args.warmup + args.steps))
     arrays = make_arrays(args.task, n, args.seq, args.min_length)
-    model = build_model(args.task)
+    model = build_model(args.task, args.shape)
     if args.mode in ALTERNATING:
         alternate = {"train_alternating": alternate_fused,
                      "predict_alternating": alternate_inference_fusion,
@@ -322,7 +326,7 @@ def run_worker(tree: pathlib.Path, side: tuple, case: dict, args) -> dict:
     worker_args = ["--task", case["task"], "--mode", case["mode"], "--predict_jit",
                    str(case["jit"]), "--fused", str(fused), "--inference_fusion", str(inference)]
     for name in ("seq", "min_length", "batch", "predict_batch", "predict_examples", "steps",
-                 "warmup", "threads", "top"):
+                 "warmup", "threads", "top", "shape"):
         worker_args += [f"--{name}", str(getattr(args, name))]
     worker_args += ["--by_name"] if args.by_name else []
     return run_in_tree(__file__, tree, worker_args,
@@ -370,6 +374,9 @@ def main() -> None:
                          "(two values make an A/B in the same run; training ignores it)")
     ap.add_argument("--compare_with", default=None,
                     help="another bert_tf checkout (e.g. a git worktree of an earlier commit)")
+    ap.add_argument("--shape", default="minilm", choices=sorted(SHAPES),
+                    help="the model: minilm (all-MiniLM-L6-v2's shape, the bench's) or small "
+                         "(the study grid's L2 H128 A2 I512)")
     ap.add_argument("--seq", type=int, default=128)
     ap.add_argument("--min_length", type=int, default=16)
     ap.add_argument("--batch", type=int, default=32, help="train batch")
@@ -423,7 +430,9 @@ def main() -> None:
                                                    if case["mode"] == "predict" else "")
         cases[name] = got
     print(json.dumps({"bench": "bert_tf profile_finetune", "cpu": cpu_description(),
-                      "model": "all-MiniLM-L6-v2 shape (L6 H384 A12 I1536), random weights",
+                      "model": ("all-MiniLM-L6-v2 shape (L6 H384 A12 I1536)" if args.shape ==
+                                "minilm" else "the study grid's small shape (L2 H128 A2 I512)")
+                      + ", random weights",
                       "sides_a_b": [_side_name(side) for side in sides],
                       "trees": {k: str(v) for k, v in trees.items()},
                       "settings": {k: getattr(args, k) for k in (

@@ -167,8 +167,8 @@ class BertEncoder(CheckedInputs, DummyBatchBuilt, keras.Model):
     With `pooled_only=True` the last block is computed only at [CLS] (what a classifier reads):
     the outputs are `embedding_output`, `encoder_outputs` (the first L-1 blocks) and
     `pooled_output`, equal to the full call's up to float rounding (the last block's dropout
-    masks are drawn for its [CLS] row only); the last block's cost falls by about
-    1 - 1/seq of its queries' work (its keys and values still read every position).
+    masks are drawn for its [CLS] row only). The last block's work other than its keys and
+    values (which still read every position) falls to 1/seq.
 
     `xla_gelu_in_training=True`: with `training=True`, every block's FFN GELU runs as two
     XLA-compiled elementwise kernels (`activations.gelu_xla`) and each dropout + residual +
