@@ -964,7 +964,10 @@ def run_jobs(queue: list[tuple[str, str]], jobs: dict, moot: Callable[[str, str]
 
 # Seconds between passes over the grid when every cell left is being run by another process.
 BUSY_POLL_S = 30.0
-KIND_ORDER = {"pretraining": 0, "held_out": 1, "cloze": 1, "finetuning": 2, "zero_shot": 3}
+# Within a group: the forward-only readers (held-out, cloze, zero-shot) before the fine-tunings;
+# the zero-shot cell early also ends the need for a GPT pretraining's kept training checkpoints
+# (~17 MB each with the optimizer's slots), which `export_cells` would carry until it finishes.
+KIND_ORDER = {"pretraining": 0, "held_out": 1, "cloze": 1, "zero_shot": 1, "finetuning": 2}
 
 
 def grid_order(studies, scale, pseeds: list[int], seeds: list[int], pre_cells: dict,
@@ -982,11 +985,11 @@ def grid_order(studies, scale, pseeds: list[int], seeds: list[int], pre_cells: d
     primary when one of its cells is read by a primary claim) run first, so that a run spread
     over sessions has the headline claims' cells earliest; within the primary and the other
     groups, the first pretraining seed's before the next seed's, then in declaration order.
-    Within a group: the pretraining, its held-out and cloze cells, its fine-tunings (the
-    primary claims' first), its zero-shot cell.
+    Within a group: the pretraining, its held-out, cloze and zero-shot cells (forward passes
+    only), its fine-tunings (the primary claims' first).
 
     Sort key: (group: 0 primary / 1 other, pretraining seed's index, group's declaration
-    position; kind: pretraining, held-out / cloze, fine-tuning, zero-shot; cell: 0 primary /
+    position; kind: pretraining, held-out / cloze / zero-shot, fine-tuning; cell: 0 primary /
     1 other, declaration order)."""
     from bert_tf.studies.declarations import CLAIMS
 

@@ -183,6 +183,14 @@ def test_the_primary_claims_groups_run_first_each_pretraining_with_its_readers()
         start = position[("pretraining", pre)]
         assert cells and min(at) > start, pre
         assert max(at) - start == len(cells), f"{pre}: its readers are not contiguous"
+    # Within a group, the forward-only readers (held-out, cloze, zero-shot) before any
+    # fine-tuning: the zero-shot cell ends the need for a GPT run's kept checkpoints early.
+    for pre, cells in readers.items():
+        kinds = [k for k, _ in sorted(cells, key=lambda c: position[c])]
+        forward = [i for i, k in enumerate(kinds) if k in ("held_out", "cloze", "zero_shot")]
+        tuned = [i for i, k in enumerate(kinds) if k == "finetuning"]
+        assert not forward or not tuned or max(forward) < min(tuned), (pre, kinds)
+    assert any(k == "zero_shot" for cells in readers.values() for k, _ in cells)
     # The first pretraining seed's groups before the second's, within the primary ones.
     seeds = ["-pseed" in key for _, key, p in order if p]
     assert seeds.index(True) > 0 and not any(
