@@ -233,14 +233,16 @@ def alternate_cls_only(args, model, arrays) -> dict:
     twin = build_model(args.task, args.shape)
     twin.set_weights(model.get_weights())
     train, predict = {}, {}
-    for name, copy, on in (("full", model, False), ("cls_only", twin, True)):
-        models.CLS_ONLY_LAST_BLOCK = on
-        train[name] = build_train(args, copy, arrays)
-        predict[name] = build_predict(args, copy, arrays)
-        for _ in range(args.warmup):  # traces with the setting
-            train[name]()
-        predict[name]()
-    models.CLS_ONLY_LAST_BLOCK = True
+    try:
+        for name, copy, on in (("full", model, False), ("cls_only", twin, True)):
+            models.CLS_ONLY_LAST_BLOCK = on
+            train[name] = build_train(args, copy, arrays)
+            predict[name] = build_predict(args, copy, arrays)
+            for _ in range(args.warmup):  # traces with the setting
+                train[name]()
+            predict[name]()
+    finally:
+        models.CLS_ONLY_LAST_BLOCK = True
     return {"train": _alternating_rounds(train, args.steps, "train step, one per round and variant"),
             "predict": _alternating_rounds(predict, args.steps, f"predict call of "
                                            f"{args.predict_examples} examples, one per round")}
