@@ -164,11 +164,12 @@ class BertEncoder(CheckedInputs, DummyBatchBuilt, keras.Model):
     `encoder_outputs` (the first L-1 blocks), `pooled_output`, and `sequence_output_at_positions`
     [batch, P, H], equal to gathering the full `sequence_output` at `output_positions` (up to
     float rounding; dropout draws differ). The last block's cost falls by about 1 - (P+1)/seq.
-    With `pooled_only=True` the last block is computed only at [CLS] (what a classifier reads):
-    the outputs are `embedding_output`, `encoder_outputs` (the first L-1 blocks) and
-    `pooled_output`, equal to the full call's up to float rounding (the last block's dropout
-    masks are drawn for its [CLS] row only). The last block's work other than its keys and
-    values (which still read every position) falls to 1/seq.
+    With `pooled_only=True` the last block is computed only at [CLS] (what a classifier or a
+    [CLS] embedding reads): the outputs are `embedding_output`, `encoder_outputs` (the first L-1
+    blocks), `pooled_output` and `cls_output` [batch, H] (the last block's [CLS] vector, i.e.
+    `sequence_output[:, 0]`), equal to the full call's up to float rounding (the last block's
+    dropout masks are drawn for its [CLS] row only). The last block's work other than its keys
+    and values (which still read every position) falls to 1/seq.
 
     `xla_gelu_in_training=True`: with `training=True`, every block's FFN GELU runs as two
     XLA-compiled elementwise kernels (`activations.gelu_xla`) and each dropout + residual +
@@ -248,7 +249,9 @@ class BertEncoder(CheckedInputs, DummyBatchBuilt, keras.Model):
         }
         if output_positions is not None:
             outputs["sequence_output_at_positions"] = hidden[:, 1:]
-        elif not pooled_only:
+        elif pooled_only:
+            outputs["cls_output"] = hidden[:, 0]
+        else:
             outputs["sequence_output"] = hidden
         if return_attention_probs:
             outputs["attention_probs"] = probs

@@ -41,9 +41,10 @@ def _float32(logits: tf.Tensor) -> tf.Tensor:
 CLS_ONLY_LAST_BLOCK = True
 
 
-def _pooled_only(encoder) -> dict:
-    """The encoder call's `pooled_only=True` (its last block at [CLS] only: a classifier reads
-    nothing else) for a `BertEncoder`; nothing for another encoder (e.g. a SavedModel's)."""
+def pooled_only_kwargs(encoder) -> dict:
+    """The encoder call's `pooled_only=True` (its last block at [CLS] only: a classifier, or a
+    [CLS] / pooler embedding, reads nothing else) for a `BertEncoder`; nothing for another
+    encoder (e.g. a SavedModel's), or when `CLS_ONLY_LAST_BLOCK` is off."""
     return {"pooled_only": True} if CLS_ONLY_LAST_BLOCK and isinstance(encoder, BertEncoder) \
         else {}
 
@@ -162,7 +163,7 @@ class BertClassifier(CheckedInputs, DummyBatchBuilt, keras.Model):
 
     def call(self, inputs: Mapping[str, tf.Tensor], training: bool | None = None) -> dict:
         inputs = canonical_inputs(inputs, owner=type(self).__name__)
-        outputs = self.encoder(inputs, training=training, **_pooled_only(self.encoder))
+        outputs = self.encoder(inputs, training=training, **pooled_only_kwargs(self.encoder))
         return {"logits": _float32(self.classifier(outputs["pooled_output"], training=training))}
 
     def build_from_config_shapes(self, seq_len: int = 2) -> "BertClassifier":
@@ -261,7 +262,7 @@ class BertMultipleChoice(CheckedInputs, DummyBatchBuilt, keras.Model):
     def call(self, inputs: Mapping[str, tf.Tensor], training: bool | None = None) -> dict:
         inputs = canonical_inputs(inputs, owner=type(self).__name__)
         flat = {k: tf.reshape(v, [-1, tf.shape(v)[-1]]) for k, v in inputs.items()}
-        outputs = self.encoder(flat, training=training, **_pooled_only(self.encoder))
+        outputs = self.encoder(flat, training=training, **pooled_only_kwargs(self.encoder))
         return {"logits": _float32(self.multiple_choice(outputs["pooled_output"],
                                                         training=training))}
 

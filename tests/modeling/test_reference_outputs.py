@@ -172,6 +172,8 @@ def test_pooled_only_gives_the_original_pooled_output(reference):
     assert "sequence_output" not in out and "sequence_output_at_positions" not in out
     assert len(out["encoder_outputs"]) == config.num_hidden_layers - 1
     np.testing.assert_allclose(out["pooled_output"], ref["pooled_output"], atol=HIDDEN_ATOL, rtol=0)
+    np.testing.assert_allclose(out["cls_output"], ref["sequence_output"][:, 0], atol=HIDDEN_ATOL,
+                               rtol=0)
     with pytest.raises(ValueError, match="exclusive"):
         encoder(inputs, pooled_only=True, output_positions=feeds["masked_lm_positions"])
 
@@ -265,3 +267,33 @@ def test_xla_gelu_in_training_only_changes_the_training_path(reference):
                                          inputs["masked_lm_weights"])
         np.testing.assert_allclose(log_probs, ref["masked_lm_log_probs"], atol=LOGPROB_ATOL,
                                    rtol=0)
+
+
+@pytest.mark.parametrize("pooling", ["cls", "pooled", "mean"])
+def test_text_embedder_poolings_against_the_original(reference, original_fixtures, pooling,
+                                                     monkeypatch):
+    """BertTextEmbedder's vectors (normalize=False) against the original's outputs: "cls" and
+    "pooled" run the encoder with its last block at [CLS] only, "mean" at every position."""
+    from bert_tf.modeling import BertEncoder
+    from bert_tf.tasks.text_models import BertTextEmbedder, BertTextPreprocessor
+
+    full_model, _, feeds, _, ref = reference
+    tokens = (original_fixtures / "vocab_uncased.txt").read_text(encoding="utf-8").split("\n")
+    embedder = BertTextEmbedder(full_model.encoder,
+                                BertTextPreprocessor([t for t in tokens if t], 16, True),
+                                pooling=pooling, normalize=False)
+    seen = []
+    call = BertEncoder.call
+
+    def spy(self, *args, **kwargs):
+        seen.append(bool(kwargs.get("pooled_only", False)))
+        return call(self, *args, **kwargs)
+
+    monkeypatch.setattr(BertEncoder, "call", spy)
+    inputs = {k: v for k, v in feeds.items() if k != "masked_lm_positions"}
+    vectors = np.asarray(embedder(inputs))
+    assert seen == [pooling != "mean"]
+    mask = np.asarray(inputs["input_mask"], np.float32)[:, :, None]
+    want = {"cls": ref["sequence_output"][:, 0], "pooled": ref["pooled_output"],
+            "mean": (ref["sequence_output"] * mask).sum(1) / mask.sum(1)}[pooling]
+    np.testing.assert_allclose(vectors, want, atol=HIDDEN_ATOL, rtol=0)

@@ -9,7 +9,9 @@ for search, clustering, deduplication), with its tokenizer inside.
 
 Pooling: "cls" (the last layer's [CLS] vector), "mean" (mean of the last layer over the real
 tokens, input_mask = 1: sentence-transformers' default), or "pooled" (BERT's pooler, tanh dense
-on [CLS], the vector the original classifier reads). `normalize=False` keeps raw lengths.
+on [CLS], the vector the original classifier reads); "cls" and "pooled" compute the last block
+at [CLS] only (`BertEncoder(pooled_only=True)`: the same vectors up to float rounding).
+`normalize=False` keeps raw lengths.
 `fit` works with a loss you give `compile(loss=...)` (there is no default loss for embeddings).
 """
 from __future__ import annotations
@@ -22,20 +24,29 @@ import tensorflow as tf
 
 from bert_tf.errors import UserInputError
 from bert_tf.export.serving_module import ModelServingModule, concrete_signature, text_specs
+from bert_tf.modeling.models import pooled_only_kwargs
 from bert_tf.tasks.text_models.preprocessors import BertTextPreprocessor
 from bert_tf.tasks.text_models.text_task import TextTask, load_backbone
 
-__all__ = ["BertTextEmbedder", "POOLINGS", "pool"]
+__all__ = ["BertTextEmbedder", "POOLINGS", "encoder_kwargs", "pool"]
 
 POOLINGS = ("cls", "mean", "pooled")
+
+
+def encoder_kwargs(encoder, pooling: str) -> dict:
+    """The encoder call's options for `pooling`: "cls" and "pooled" read only the last block's
+    [CLS] row, so a `BertEncoder` computes that block at [CLS] alone (`pooled_only=True`; the
+    same vectors up to float rounding)."""
+    return pooled_only_kwargs(encoder) if pooling in ("cls", "pooled") else {}
 
 
 def pool(outputs: dict, input_mask: tf.Tensor, pooling: str, normalize: bool) -> tf.Tensor:
     """The encoder's outputs -> one float32 vector per text [B, H] (module docstring)."""
     if pooling == "pooled":
         vectors = outputs["pooled_output"]
-    elif pooling == "cls":
-        vectors = outputs["sequence_output"][:, 0]
+    elif pooling == "cls":  # the encoder's `cls_output` when it ran with pooled_only=True
+        vectors = outputs["cls_output"] if "cls_output" in outputs else \
+            outputs["sequence_output"][:, 0]
     else:
         sequence = tf.cast(outputs["sequence_output"], tf.float32)
         mask = tf.cast(input_mask, tf.float32)[:, :, tf.newaxis]  # [B, S, 1]
@@ -99,7 +110,8 @@ class BertTextEmbedder(TextTask):
 
     def call(self, inputs, training=None):
         """Token-id dict [B, S] -> float32 [B, H]."""
-        outputs = self.backbone(inputs, training=training)
+        outputs = self.backbone(inputs, training=training,
+                                **encoder_kwargs(self.backbone, self.pooling))
         return pool(outputs, inputs["input_mask"], self.pooling, self.normalize)
 
     def _default_loss(self):
@@ -143,8 +155,8 @@ class EmbedderExport(ModelServingModule):
 
     def embeddings(self, text: tf.Tensor) -> dict[str, tf.Tensor]:
         inputs = self.preprocessor.pack_single(text)
-        outputs = self._model(inputs, training=False)
         pooling, normalize = self._pooling
+        outputs = self._model(inputs, training=False, **encoder_kwargs(self._model, pooling))
         return {"embeddings": pool(outputs, inputs["input_mask"], pooling, normalize)}
 
     def serving_signatures(self):
