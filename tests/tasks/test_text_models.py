@@ -202,6 +202,43 @@ def test_regression_and_label_inference(google_folder):
     assert clf.label_names == ["a", "b"]
 
 
+def test_predict_on_texts_traces_once_and_equals_keras_loop(google_folder):
+    """In-memory texts go through one traced function (preprocessor + model) kept with the
+    model: the same outputs as Keras' own loop on the tf.data pipeline, one trace per input
+    rank however many calls and sizes; a dataset input still takes Keras' loop."""
+    import keras
+    import tensorflow as tf
+
+    import bert_tf
+
+    keras.utils.set_random_seed(2)
+    clf = bert_tf.BertTextClassifier.from_pretrained(str(google_folder), num_classes=3,
+                                                     sequence_length=SEQ)
+    pairs = list(zip(TEXTS, TEXTS[::-1]))
+    for model, inputs in ((clf, TEXTS), (clf, pairs)):
+        traces = []
+        preprocess = model._preprocess
+
+        def counting(texts, preprocess=preprocess, traces=traces):
+            traces.append(texts.shape.rank)  # Python runs only while tracing
+            return preprocess(texts)
+
+        model._preprocess = counting
+        fast = model.predict_raw(inputs, batch_size=4)
+        keras_loop = keras.Model.predict(model, model.text_dataset(inputs, batch_size=4),
+                                         verbose=0)
+        np.testing.assert_allclose(fast, keras_loop, atol=ATOL, rtol=0)
+        traces_after_first = len(traces)
+        for n in (1, 5, len(inputs)):
+            np.testing.assert_allclose(model.predict_raw(inputs[:n], batch_size=4),
+                                       keras_loop[:n], atol=ATOL, rtol=0)
+        assert len(traces) == traces_after_first, traces  # no trace after the first call
+        assert traces_after_first <= 2  # ours, plus the dataset map's of Keras' loop
+        del model._preprocess
+    ds = tf.data.Dataset.from_tensor_slices(TEXTS).batch(4)
+    np.testing.assert_allclose(clf.predict_raw(ds), clf.predict_raw(TEXTS), atol=ATOL, rtol=0)
+
+
 def test_window_starts_cover_the_text():
     from bert_tf.tasks.text_models.text_classifier import window_starts
 
