@@ -24,7 +24,7 @@ def tagger(tmp_path_factory):
                                                            sequence_length=SEQ)
 
 
-@pytest.mark.long  # four predict calls, each tracing the tokenizer's tf.data map: ~1-2 min
+@pytest.mark.long  # four predict calls, two of them in windows (Keras loop): ~10-20 s
 def test_windows_give_one_row_per_word_and_the_plain_result_when_it_fits(tagger):
     from bert_tf.errors import UserInputError
     from bert_tf.tasks.text_models.text_classifier import window_starts
@@ -52,3 +52,39 @@ def test_windows_give_one_row_per_word_and_the_plain_result_when_it_fits(tagger)
     assert len(labels) == len(long_words) and set(labels) <= set(LABELS)
     with pytest.raises(UserInputError, match=r"window_stride=7; expected 1..6"):
         tagger.predict([long_words], window_stride=7)
+
+
+def test_predict_traces_once_and_equals_keras_loop(tagger, monkeypatch):
+    """`predict` on word lists runs `pack_words` and the model in one function kept with the
+    model: the same rows as Keras' loop on the tf.data pipeline, and no trace after the first
+    call, whatever the number of texts."""
+    import tensorflow as tf
+
+    from bert_tf.tasks.text_models import token_classifier
+
+    texts = [t.split() for t in TEXTS]
+    traces = []
+    pack = token_classifier.pack_words
+
+    def counting(preprocessor, words, labels=None):
+        traces.append(1)  # Python runs only while tracing
+        return pack(preprocessor, words, labels)
+
+    monkeypatch.setattr(token_classifier, "pack_words", counting)
+    fast = tagger.predict(texts, batch_size=4)
+    assert len(traces) <= 1  # 0 when an earlier test of this module traced it
+    first = len(traces)
+    for n in (1, 3, len(texts)):
+        again = tagger.predict(texts[:n], batch_size=4)
+        for a, b in zip(again, fast[:n]):
+            np.testing.assert_array_equal(a, b)
+    ragged32 = tf.ragged.constant(texts).with_row_splits_dtype(tf.int32)
+    for a, b in zip(tagger.predict(ragged32, batch_size=4), fast):
+        np.testing.assert_array_equal(a, b)
+    assert len(traces) == first, traces
+    monkeypatch.setattr(type(tagger), "_single_device", lambda self: False)  # Keras' loop
+    keras_loop = tagger.predict(texts, batch_size=4)
+    assert len(traces) > first  # its pipelines trace their maps on every call
+    assert [len(p) for p in keras_loop] == [len(p) for p in fast]  # words kept (truncation)
+    for a, b in zip(fast, keras_loop):
+        np.testing.assert_allclose(a, b, atol=1e-6, rtol=0)

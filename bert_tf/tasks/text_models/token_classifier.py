@@ -187,13 +187,38 @@ class BertTextTokenClassifier(TextTask):
 
     def _word_probabilities(self, x, batch_size=None) -> list[np.ndarray]:
         words = _as_words(x)
-        logits = self.predict_raw(words, batch_size)
-        starts = [b[WORD_START].numpy() for b in tf.data.Dataset.from_tensor_slices(words)
-                  .ragged_batch(batch_size or DEFAULT_BATCH_SIZE)
-                  .map(lambda w: pack_words(self.preprocessor, w))]
-        starts = np.concatenate(starts, axis=0).astype(bool)
+        batch_size = batch_size or DEFAULT_BATCH_SIZE
+        if int(words.nrows()) and self._single_device():
+            logits, starts = self._predict_words(words, batch_size)
+        else:  # Keras' loop (a multi-device strategy; no text)
+            logits = self.predict_raw(words, batch_size)
+            starts = [b[WORD_START].numpy() for b in tf.data.Dataset.from_tensor_slices(words)
+                      .ragged_batch(batch_size).map(lambda w: pack_words(self.preprocessor, w))]
+            starts = np.concatenate(starts, axis=0) if starts else np.zeros([0, 0])
         probs = softmax(logits)
-        return [p[s] for p, s in zip(probs, starts)]
+        return [p[s] for p, s in zip(probs, starts.astype(bool))]
+
+    def _predict_words(self, words: tf.RaggedTensor, batch_size: int
+                       ) -> tuple[np.ndarray, np.ndarray]:
+        """Word lists [N, (W)] -> (logits [N, S, num_labels], word starts [N, S]): the batches of
+        `predict_raw`'s Keras loop through one `tf.function` (`pack_words`, then the model)
+        kept with the model and traced once (`TextTask.predict_raw`: no pipeline per call)."""
+        from bert_tf.training.length_batching import cached_model_function
+
+        def factory(model_ref):
+            def run(batch):
+                packed = pack_words(model_ref().preprocessor, batch)
+                return model_ref()(packed, training=False), packed[WORD_START]
+
+            return tf.function(run, input_signature=[
+                tf.RaggedTensorSpec([None, None], tf.string, ragged_rank=1)])
+
+        run = cached_model_function(self, ("predict_words",), factory)
+        words = words.with_row_splits_dtype(tf.int64)  # the signature's
+        parts = [run(words[start:start + batch_size])
+                 for start in range(0, int(words.nrows()), batch_size)]
+        return (np.concatenate([p[0].numpy() for p in parts], axis=0),
+                np.concatenate([p[1].numpy() for p in parts], axis=0))
 
     def predict(self, x, batch_size: int | None = None, window_stride: int | None = None,
                 **kwargs) -> list[np.ndarray]:
