@@ -374,3 +374,12 @@ def test_multiple_choice_and_single_texts(gpt_folder):
     texts = np.array(["a fine film", "a dull, boring one!", "great", "awful"])
     single.fit(texts, ["pos", "neg", "pos", "neg"], batch_size=4, verbose=0)
     assert single.predict(texts).shape == (4, 2)
+    # Texts take TextTask.predict_raw's one function, multiple choice rows Keras' loop; both
+    # equal Keras' loop on the tf.data pipeline.
+    import keras
+
+    for model, x in ((single, texts), (mc, rows)):
+        np.testing.assert_allclose(model.predict_raw(x, batch_size=3), keras.Model.predict(
+            model, model.text_dataset(x, batch_size=3), verbose=0), rtol=0, atol=1e-6)
+    assert single._texts_for_one_function(texts) is not None
+    assert mc._texts_for_one_function(rows) is None

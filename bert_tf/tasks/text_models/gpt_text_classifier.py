@@ -48,6 +48,7 @@ import tensorflow as tf
 from bert_tf.errors import UserInputError
 from bert_tf.tasks.text_models.gpt_preprocessor import (GPT_TASKS, INPUT_TRANSFORMS,
                                                         GptTextPreprocessor, as_choice_array)
+from bert_tf.tasks.text_models.preprocessors import as_text_array
 from bert_tf.tasks.text_models.text_classifier import BertTextClassifier
 from bert_tf.tasks.text_models.text_task import DEFAULT_BATCH_SIZE, TextTask
 
@@ -257,6 +258,13 @@ class GptTextClassifier(TextTask):
             return array.astype(np.int32)
         self._infer_label_names(y, self.num_classes, what)
         return super()._label_ids(y, what)
+
+    def _texts_for_one_function(self, x):
+        """Single texts and pairs go through `TextTask.predict_raw`'s one function; multiple
+        choice rows (a (contexts, choices) structure) through Keras' loop."""
+        if self.input_transform == "multiple_choice":
+            return None
+        return as_text_array(x, "x")
 
     def text_dataset(self, x, y=None, sample_weight=None, batch_size: int | None = None,
                      shuffle: bool = False, what: str = "x", labelled: bool = False

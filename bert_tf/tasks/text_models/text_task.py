@@ -354,19 +354,26 @@ class TextTask(keras.Model):
         In-memory texts (not a `tf.data.Dataset`) with no Keras `predict` option but
         `verbose`, on a model outside any multi-device strategy, skip Keras' loop and its
         `tf.data` pipeline: the same batches go through one `tf.function` (the preprocessor,
-        then the model, `training=False`) kept with the model and traced once per input rank,
+        then the model, `training=False`) kept with the model and traced once per input shape,
         so that repeated calls do not pay the pipeline's start-up (about 2 s per call for a
         tokenizing `tf.data` map, whatever the number of texts). The outputs are Keras'
         loop's (tests/tasks/test_text_models.py)."""
         kwargs.setdefault("verbose", 0)
-        if (isinstance(x, tf.data.Dataset) or set(kwargs) - {"verbose"}
-                or type(self).text_dataset is not TextTask.text_dataset
-                or not self._single_device()):
-            return super().predict(self.text_dataset(x, batch_size=batch_size), **kwargs)
-        texts = as_text_array(x, "x")
-        if not texts.size:  # Keras' loop says what an empty input gives
+        texts = None
+        if (not isinstance(x, tf.data.Dataset) and not set(kwargs) - {"verbose"}
+                and self._single_device()):
+            texts = self._texts_for_one_function(x)
+        if texts is None or not texts.size:  # Keras' loop (it says what an empty input gives)
             return super().predict(self.text_dataset(x, batch_size=batch_size), **kwargs)
         return self._predict_texts(texts, batch_size or DEFAULT_BATCH_SIZE)
+
+    def _texts_for_one_function(self, x) -> np.ndarray | None:
+        """`x` as the array `_predict_texts` batches ([N] or [N, k] strings, each batch what
+        `text_dataset`'s pipeline hands `_preprocess`), or None where `predict_raw` keeps
+        Keras' loop (a subclass reading `x` in a `text_dataset` of its own)."""
+        if type(self).text_dataset is not TextTask.text_dataset:
+            return None
+        return as_text_array(x, "x")
 
     def _single_device(self) -> bool:
         """The model's variables live on one device, outside any `tf.distribute` scope."""
@@ -386,7 +393,8 @@ class TextTask(keras.Model):
             return tf.function(lambda t: model_ref()(model_ref()._preprocess(t), training=False),
                                input_signature=[spec])
 
-        run = cached_model_function(self, ("predict_texts", texts.ndim), factory)
+        # One trace per input shape past the batch: [N], pairs [N, 2], GPT's [N, 1 + C] choices.
+        run = cached_model_function(self, ("predict_texts", texts.shape[1:]), factory)
         encoded = np.vectorize(_utf8, otypes=[object])(texts)
         parts = [tf.nest.map_structure(lambda t: t.numpy(), run(tf.constant(
             encoded[start:start + batch_size].tolist(), tf.string)))
