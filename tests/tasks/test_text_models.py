@@ -205,7 +205,7 @@ def test_regression_and_label_inference(google_folder):
 def test_predict_on_texts_traces_once_and_equals_keras_loop(google_folder):
     """In-memory texts go through one traced function (preprocessor + model) kept with the
     model: the same outputs as Keras' own loop on the tf.data pipeline, one trace per input
-    rank however many calls and sizes; a dataset input still takes Keras' loop."""
+    shape (texts, pairs) however many calls and sizes; a dataset input still takes Keras' loop."""
     import keras
     import tensorflow as tf
 
