@@ -237,6 +237,23 @@ def test_predict_on_texts_traces_once_and_equals_keras_loop(google_folder):
         del model._preprocess
     ds = tf.data.Dataset.from_tensor_slices(TEXTS).batch(4)
     np.testing.assert_allclose(clf.predict_raw(ds), clf.predict_raw(TEXTS), atol=ATOL, rtol=0)
+    # The one function cuts each batch to its longest text (rounded up to 8): the backbone is
+    # traced on a sequence axis of unknown length, Keras' loop on the full SEQ.
+    seen = []
+    emb = bert_tf.BertTextEmbedder.from_pretrained(str(google_folder), sequence_length=SEQ)
+    call = type(emb.backbone).call
+
+    def spy(self, *args, **kwargs):
+        seen.append(args[0]["input_word_ids"].shape[-1])
+        return call(self, *args, **kwargs)
+
+    type(emb.backbone).call = spy
+    try:
+        emb.predict_raw(TEXTS[:2])
+        keras.Model.predict(emb, emb.text_dataset(TEXTS[:2]), verbose=0)
+    finally:
+        type(emb.backbone).call = call
+    assert seen[0] is None and seen[-1] == SEQ, seen
 
 
 def test_window_starts_cover_the_text():

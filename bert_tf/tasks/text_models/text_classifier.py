@@ -61,6 +61,8 @@ class BertTextClassifier(TextTask):
     [N, num_classes] (regression: float32 [N]).
     """
 
+    trims_prediction_padding = True  # one row per text (TextTask.predict_raw)
+
     def __init__(self, backbone, preprocessor: BertTextPreprocessor,
                  label_names: Sequence[str] | None = None,
                  task_type: str = "classification", **kwargs):

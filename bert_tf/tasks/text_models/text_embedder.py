@@ -69,6 +69,8 @@ class BertTextEmbedder(TextTask):
     Call: {"input_word_ids", "input_mask", "input_type_ids"} int32 [B, S] -> float32 [B, H].
     """
 
+    trims_prediction_padding = True  # one row per text (TextTask.predict_raw)
+
     def __init__(self, backbone, preprocessor: BertTextPreprocessor, pooling: str = "cls",
                  normalize: bool = True, **kwargs):
         kwargs.setdefault("name", "bert_text_embedder")

@@ -356,8 +356,11 @@ class TextTask(keras.Model):
         `tf.data` pipeline: the same batches go through one `tf.function` (the preprocessor,
         then the model, `training=False`) kept with the model and traced once per input shape,
         so that repeated calls do not pay the pipeline's start-up (about 2 s per call for a
-        tokenizing `tf.data` map, whatever the number of texts). The outputs are Keras'
-        loop's (tests/tasks/test_text_models.py)."""
+        tokenizing `tf.data` map, whatever the number of texts). Where the outputs are one row
+        per text (`trims_prediction_padding`: classifiers, embedders), each batch is cut to its
+        longest text rounded up to 8 tokens (`training.length_batching.trim_padding`, as the
+        task exports do). The outputs are Keras' loop's up to float rounding
+        (tests/tasks/test_text_models.py)."""
         kwargs.setdefault("verbose", 0)
         texts = None
         if (not isinstance(x, tf.data.Dataset) and not set(kwargs) - {"verbose"}
@@ -366,6 +369,10 @@ class TextTask(keras.Model):
         if texts is None or not texts.size:  # Keras' loop (it says what an empty input gives)
             return super().predict(self.text_dataset(x, batch_size=batch_size), **kwargs)
         return self._predict_texts(texts, batch_size or DEFAULT_BATCH_SIZE)
+
+    # True where the model's outputs hold one row per text and no sequence axis, so that the
+    # padding past a batch's longest text can be cut before the model (`predict_raw`).
+    trims_prediction_padding = False
 
     def _texts_for_one_function(self, x) -> np.ndarray | None:
         """`x` as the array `_predict_texts` batches ([N] or [N, k] strings, each batch what
@@ -385,13 +392,19 @@ class TextTask(keras.Model):
     def _predict_texts(self, texts: np.ndarray, batch_size: int):
         """`predict_raw`'s one-function path: texts [N] or pairs [N, 2] (object array) ->
         the model's outputs, NumPy, batches of `batch_size` in order."""
-        from bert_tf.training.length_batching import cached_model_function
+        from bert_tf.training.length_batching import cached_model_function, trim_padding
 
         spec = tf.TensorSpec([None, *texts.shape[1:]], tf.string)
+        trim = self.trims_prediction_padding
 
         def factory(model_ref):
-            return tf.function(lambda t: model_ref()(model_ref()._preprocess(t), training=False),
-                               input_signature=[spec])
+            def run(t):
+                inputs = model_ref()._preprocess(t)
+                if trim and "input_mask" in inputs:
+                    inputs = trim_padding(inputs)  # the batch's longest text, rounded up to 8
+                return model_ref()(inputs, training=False)
+
+            return tf.function(run, input_signature=[spec])
 
         # One trace per input shape past the batch: [N], pairs [N, 2], GPT's [N, 1 + C] choices.
         run = cached_model_function(self, ("predict_texts", texts.shape[1:]), factory)
