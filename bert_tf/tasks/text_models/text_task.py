@@ -392,26 +392,34 @@ class TextTask(keras.Model):
     def _predict_texts(self, texts: np.ndarray, batch_size: int):
         """`predict_raw`'s one-function path: texts [N] or pairs [N, 2] (object array) ->
         the model's outputs, NumPy, batches of `batch_size` in order."""
-        from bert_tf.training.length_batching import cached_model_function, trim_padding
+        from bert_tf.training.length_batching import trim_padding
 
-        spec = tf.TensorSpec([None, *texts.shape[1:]], tf.string)
         trim = self.trims_prediction_padding
 
-        def factory(model_ref):
-            def run(t):
-                inputs = model_ref()._preprocess(t)
-                if trim and "input_mask" in inputs:
-                    inputs = trim_padding(inputs)  # the batch's longest text, rounded up to 8
-                return model_ref()(inputs, training=False)
+        def body(model, t):
+            inputs = model._preprocess(t)
+            if trim and "input_mask" in inputs:
+                inputs = trim_padding(inputs)  # the batch's longest text, rounded up to 8
+            return model(inputs, training=False)
 
-            return tf.function(run, input_signature=[spec])
-
-        # One trace per input shape past the batch: [N], pairs [N, 2], GPT's [N, 1 + C] choices.
-        run = cached_model_function(self, ("predict_texts", texts.shape[1:]), factory)
         encoded = np.vectorize(_utf8, otypes=[object])(texts)
-        parts = [tf.nest.map_structure(lambda t: t.numpy(), run(tf.constant(
-            encoded[start:start + batch_size].tolist(), tf.string)))
-            for start in range(0, len(texts), batch_size)]
+        # One trace per input shape past the batch: texts [N], pairs [N, 2].
+        return self._in_one_function(
+            ("predict_texts", texts.shape[1:]), tf.TensorSpec([None, *texts.shape[1:]],
+                                                             tf.string), body,
+            (tf.constant(encoded[start:start + batch_size].tolist(), tf.string)
+             for start in range(0, len(texts), batch_size)))
+
+    def _in_one_function(self, key, spec, body, batches):
+        """`body(model, batch)` in a `tf.function` of input signature `spec`, kept with the
+        model under `key` (`cached_model_function`: traced once), on each of `batches`; its
+        outputs (any structure) as NumPy, concatenated along the batch axis in order."""
+        from bert_tf.training.length_batching import cached_model_function
+
+        run = cached_model_function(
+            self, key, lambda model_ref: tf.function(lambda b: body(model_ref(), b),
+                                                     input_signature=[spec]))
+        parts = [tf.nest.map_structure(lambda t: t.numpy(), run(b)) for b in batches]
         return tf.nest.map_structure(lambda *a: np.concatenate(a, axis=0), *parts)
 
     def predict(self, x, batch_size: int | None = None, **kwargs):

@@ -203,22 +203,15 @@ class BertTextTokenClassifier(TextTask):
         """Word lists [N, (W)] -> (logits [N, S, num_labels], word starts [N, S]): the batches of
         `predict_raw`'s Keras loop through one `tf.function` (`pack_words`, then the model)
         kept with the model and traced once (`TextTask.predict_raw`: no pipeline per call)."""
-        from bert_tf.training.length_batching import cached_model_function
+        def body(model, batch):
+            packed = pack_words(model.preprocessor, batch)
+            return model(packed, training=False), packed[WORD_START]
 
-        def factory(model_ref):
-            def run(batch):
-                packed = pack_words(model_ref().preprocessor, batch)
-                return model_ref()(packed, training=False), packed[WORD_START]
-
-            return tf.function(run, input_signature=[
-                tf.RaggedTensorSpec([None, None], tf.string, ragged_rank=1)])
-
-        run = cached_model_function(self, ("predict_words",), factory)
         words = words.with_row_splits_dtype(tf.int64)  # the signature's
-        parts = [run(words[start:start + batch_size])
-                 for start in range(0, int(words.nrows()), batch_size)]
-        return (np.concatenate([p[0].numpy() for p in parts], axis=0),
-                np.concatenate([p[1].numpy() for p in parts], axis=0))
+        return self._in_one_function(
+            ("predict_words",), tf.RaggedTensorSpec([None, None], tf.string, ragged_rank=1),
+            body, (words[start:start + batch_size]
+                   for start in range(0, int(words.nrows()), batch_size)))
 
     def predict(self, x, batch_size: int | None = None, window_stride: int | None = None,
                 **kwargs) -> list[np.ndarray]:
