@@ -10,6 +10,7 @@ import weakref
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from bert_tf.modeling import BertClassifier, BertConfig, BertTokenClassifier
 from bert_tf.training.finetuning import predict_arrays
@@ -138,9 +139,10 @@ def test_cached_model_function_rebuilds_when_variables_change():
 
 @pytest.mark.long  # building a raw-text model traces its tokenizer: ~20 s on 2 cores
 def test_text_model_predict_traces_bounded(tmp_path):
-    """The raw-text models predict through Keras' `predict`, whose `predict_function` Keras
-    keeps on the model (reduce_retracing: the first new batch size generalises the batch axis;
-    texts are packed to the fixed sequence_length): repeated calls of any size add no trace."""
+    """In-memory texts go through the one function kept with the model (`TextTask.predict_raw`,
+    `cached_model_function`): traced once, whatever the number of texts, the batch size or the
+    batch's longest text. A dataset keeps Keras' loop, whose `predict_function` Keras keeps on
+    the model (reduce_retracing generalises the batch axis): it stays bounded too."""
     import bert_tf
     from bert_tf.checkpoints import save_original_checkpoint
     from bert_tf.modeling import BertEncoder
@@ -164,9 +166,26 @@ def test_text_model_predict_traces_bounded(tmp_path):
 
     first = model.predict(texts(5), batch_size=4)
     model.predict(texts(9), batch_size=4)
+    assert model.predict_function is None  # Keras' loop was not used for in-memory texts
+
+    def one_function():
+        return cached_model_function(model, ("predict_texts", ()),
+                                     lambda _: pytest.fail("the text function was not cached"))
+
+    assert one_function().experimental_get_tracing_count() == 1
+    for n, batch in ((3, 4), (11, 8), (5, 4)):
+        model.predict(texts(n), batch_size=batch)
+    assert one_function().experimental_get_tracing_count() == 1
+    assert len(first) == 5
+
+    # A dataset of texts keeps Keras' loop: bounded traces there as well.
+    def dataset(n, batch):
+        return tf.data.Dataset.from_tensor_slices(texts(n)).batch(batch)
+
+    model.predict(dataset(5, 4), verbose=0)
+    model.predict(dataset(9, 4), verbose=0)
     traces = model.predict_function.experimental_get_tracing_count()
     assert traces <= 2, traces
     for n, batch in ((3, 4), (11, 8), (5, 4)):
-        model.predict(texts(n), batch_size=batch)
+        model.predict(dataset(n, batch), verbose=0)
     assert model.predict_function.experimental_get_tracing_count() == traces
-    assert len(first) == 5
