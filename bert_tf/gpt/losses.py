@@ -28,6 +28,36 @@ def lm_losses(token_losses: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
     return tf.reduce_sum(token_losses * m, axis=-1) / tf.reduce_sum(m, axis=-1)
 
 
+def masked_lm_losses(hidden: tf.Tensor, table: tf.Tensor, token_ids: tf.Tensor,
+                     mask: tf.Tensor) -> tf.Tensor:
+    """`lm_losses(lm_token_losses(tied_lm_logits(hidden[..., :-1, :], table), token_ids), mask)`
+    with the tied LM head applied only where M[..., 1:] is not 0.
+
+    The same per-sequence losses and gradients as the head over every position (the masked
+    positions' losses are multiplied by 0 there; up to float rounding), without the
+    [positions, table_rows] logits of the padding: a fine-tuning batch of short texts pads
+    most of its positions, and the head is the largest matmul of a small model. The row
+    selection has a dynamic size (XLA pads it to its bound).
+
+    Args: hidden float [..., S, n_embd] (`GptModel`'s hidden_states); table float [rows, n_embd]
+    (its `lm_table`); token_ids int [..., S]; mask float [..., S]. Returns float32 [...].
+    """
+    from bert_tf.gpt.heads import tied_lm_logits
+
+    width = tf.shape(hidden)[-1]
+    flat_hidden = tf.reshape(hidden[..., :-1, :], [-1, width])
+    targets = tf.reshape(token_ids[..., 1:], [-1])
+    m = tf.cast(mask, tf.float32)[..., 1:]
+    flat_m = tf.reshape(m, [-1])
+    rows = tf.where(flat_m != 0)[:, 0]
+    kept = sparse_softmax_cross_entropy(
+        tf.gather(targets, rows), tied_lm_logits(tf.gather(flat_hidden, rows), table))
+    kept = kept * tf.gather(flat_m, rows)
+    token_losses = tf.scatter_nd(rows[:, tf.newaxis], kept, tf.shape(flat_m, out_type=tf.int64))
+    token_losses = tf.reshape(token_losses, tf.shape(m))
+    return tf.reduce_sum(token_losses, axis=-1) / tf.reduce_sum(m, axis=-1)
+
+
 def classification_losses(clf_logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
     """Softmax cross-entropy over the choices. Args: clf_logits float [B, C]; labels int [B]
     (index of the right choice). Returns float [B]."""

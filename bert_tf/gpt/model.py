@@ -49,7 +49,10 @@ class GptModel(keras.Model):
 
     Outputs (a dict): `hidden_states` float [..., S, n_embd]; `lm_logits` float
     [..., S-1, table_rows] (position i predicts token i+1); `clf_logits` float [...] without the
-    last axis (one score per sequence, e.g. [B, C]) when the model has a classifier. With
+    last axis (one score per sequence, e.g. [B, C]) when the model has a classifier; in
+    training, `lm_table` float [table_rows, n_embd], the (dropped) table the LM head reads, so
+    that a loss can apply the head at the loss mask's positions only
+    (`losses.masked_lm_losses`; in a traced step the unread `lm_logits` are then pruned). With
     `return_intermediates=True` also `embed_output` [..., S, n_embd], `block_outputs`
     [n_layer, ..., S, n_embd], `attention_probs` [n_layer, ..., n_head, S, S] (before attention
     dropout), `clf_h` [..., n_embd] and `clf_pool_idx` int32 [...].
@@ -192,6 +195,8 @@ class GptModel(keras.Model):
         out = {"hidden_states": hidden}
         if with_lm_logits:
             out["lm_logits"] = unflatten(tied_lm_logits(h[:, :-1], table))
+        if training:
+            out["lm_table"] = table
         if self.clf is not None:
             logits, clf_h, pool_idx = self.clf(hidden, token_ids, training=training)
             out["clf_logits"] = logits

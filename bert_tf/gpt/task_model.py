@@ -83,7 +83,8 @@ class GptClassifier(keras.Model):
              with_lm_logits: bool = True) -> dict:
         """inputs: {"token_ids": int [B, S] or [B, C, S], optional "position_ids"}.
         Returns {"logits": [B, num_classes] or [B, C], "hidden_states": [..., S, n_embd]} and,
-        unless `with_lm_logits=False` (prediction only), "lm_logits" [..., S-1, table_rows]."""
+        unless `with_lm_logits=False` (prediction only), "lm_logits" [..., S-1, table_rows];
+        in training also "lm_table" (`GptModel`'s), which `compute_losses` reads."""
         token_ids = tf.convert_to_tensor(inputs["token_ids"])
         if token_ids.shape.rank != self._expected_rank():
             raise UserInputError(
@@ -110,18 +111,26 @@ class GptClassifier(keras.Model):
         result = {"logits": tf.cast(logits, tf.float32), "hidden_states": hidden}
         if with_lm_logits:
             result["lm_logits"] = out["lm_logits"]
+        if "lm_table" in out:  # training: `compute_losses` applies the head at the mask only
+            result["lm_table"] = out["lm_table"]
         return result
 
     def compute_losses(self, outputs: Mapping[str, tf.Tensor], token_ids: Any, mask: Any,
                        labels: Any) -> dict[str, tf.Tensor]:
         """labels int [B] (float [B] scores for a regression); mask float like token_ids.
-        Returns clf_losses [B] (cross-entropy, or squared error), lm_losses [...], train_loss []."""
+        Returns clf_losses [B] (cross-entropy, or squared error), lm_losses [...], train_loss [].
+        From a training call's outputs the LM losses apply the head at the mask's positions only
+        (`losses.masked_lm_losses`: the same values, without the padding's logits)."""
         if self.regression:
             clf_losses = gpt_losses.regression_losses(outputs["logits"], labels)
         else:
             clf_losses = gpt_losses.classification_losses(outputs["logits"], labels)
-        token_losses = gpt_losses.lm_token_losses(outputs["lm_logits"], token_ids)
-        lm = gpt_losses.lm_losses(token_losses, mask)
+        if "lm_table" in outputs:  # training: the LM head at the mask's positions only
+            lm = gpt_losses.masked_lm_losses(outputs["hidden_states"], outputs["lm_table"],
+                                             token_ids, mask)
+        else:
+            lm = gpt_losses.lm_losses(gpt_losses.lm_token_losses(outputs["lm_logits"], token_ids),
+                                      mask)
         return {"clf_losses": clf_losses, "lm_losses": lm,
                 "train_loss": gpt_losses.train_loss(clf_losses, lm, self.lm_coef)}
 

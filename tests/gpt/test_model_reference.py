@@ -88,6 +88,12 @@ def test_forward_train_mode_with_recorded_dropout_masks(gpt_fixtures, gpt_fixtur
     with injected_keep_masks(model.dropout_layers(), masks):
         out, losses = _run(model, inputs["X"], inputs["M"], inputs["Y"], training=True)
     diffs = _compare(out, losses, ref, inputs["X"], gpt_fixture_json["n_ctx"])
+    # The fine-tuning loss applies the LM head at the mask's positions only, on the same
+    # dropped table (`lm_table`): the original's per-sequence LM losses all the same.
+    from bert_tf.gpt.losses import masked_lm_losses
+    masked = masked_lm_losses(out["hidden_states"], out["lm_table"], inputs["X"][..., 0],
+                              inputs["M"]).numpy()
+    np.testing.assert_allclose(masked.reshape(-1), ref["lm_losses"], rtol=0, atol=ATOL_HIDDEN)
     print("forward_train_dropout", json.dumps(diffs))
     # The hook is gone after the block: the same call now draws its own masks.
     out2, _ = _run(model, inputs["X"], inputs["M"], inputs["Y"], training=True)

@@ -216,10 +216,10 @@ class GptTextClassifier(TextTask):
 
         token_ids = inputs["token_ids"]
         with_lm = bool(training) and self.backbone.lm_coef > 0 and "mask" in inputs
-        out = self.backbone({"token_ids": token_ids}, training=training, with_lm_logits=with_lm)
-        if with_lm:
-            token_losses = gpt_losses.lm_token_losses(out["lm_logits"], token_ids)
-            lm = gpt_losses.lm_losses(token_losses, inputs["mask"])
+        out = self.backbone({"token_ids": token_ids}, training=training, with_lm_logits=False)
+        if with_lm:  # the LM head at the mask's positions only (not on the padding)
+            lm = gpt_losses.masked_lm_losses(out["hidden_states"], out["lm_table"], token_ids,
+                                             inputs["mask"])
             self.add_loss(self.backbone.lm_coef * tf.reduce_mean(lm))
         return out["logits"]
 
