@@ -46,16 +46,14 @@ def masked_lm_losses(hidden: tf.Tensor, table: tf.Tensor, token_ids: tf.Tensor,
 
     width = tf.shape(hidden)[-1]
     flat_hidden = tf.reshape(hidden[..., :-1, :], [-1, width])
-    targets = tf.reshape(token_ids[..., 1:], [-1])
-    m = tf.cast(mask, tf.float32)[..., 1:]
-    flat_m = tf.reshape(m, [-1])
+    targets = token_ids[..., 1:]
+    flat_m = tf.reshape(tf.cast(mask, tf.float32)[..., 1:], [-1])
     rows = tf.where(flat_m != 0)[:, 0]
-    kept = sparse_softmax_cross_entropy(
-        tf.gather(targets, rows), tied_lm_logits(tf.gather(flat_hidden, rows), table))
-    kept = kept * tf.gather(flat_m, rows)
+    kept = sparse_softmax_cross_entropy(tf.gather(tf.reshape(targets, [-1]), rows),
+                                        tied_lm_logits(tf.gather(flat_hidden, rows), table))
+    # 0 at the masked positions, which `lm_losses` weighs by 0 anyway.
     token_losses = tf.scatter_nd(rows[:, tf.newaxis], kept, tf.shape(flat_m, out_type=tf.int64))
-    token_losses = tf.reshape(token_losses, tf.shape(m))
-    return tf.reduce_sum(token_losses, axis=-1) / tf.reduce_sum(m, axis=-1)
+    return lm_losses(tf.reshape(token_losses, tf.shape(targets)), mask)
 
 
 def classification_losses(clf_logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
