@@ -57,8 +57,9 @@ def test_kernels_become_int8_and_outputs_stay_close(compute):
     kernels = [v for v in model.weights if v.path.endswith("/kernel")]
     assert kernels and all(v.dtype == "int8" for v in kernels)
     after = model(batch)["logits"].numpy()
+    # No argmax check here: this random model's logits are within ~1e-3 of each other, so a
+    # tie can flip (it did, 1 row of 6, 2026-11-29). Predictions: the slow MRPC test below.
     np.testing.assert_allclose(after, before, atol=INT8_LOGITS_ATOL, rtol=0)
-    np.testing.assert_array_equal(after.argmax(-1), before.argmax(-1))
     graph = tf.function(lambda b: model(b)["logits"]).get_concrete_function(batch).graph
     ops = {op.type for op in graph.get_operations()}
     # int8: the encoder's matmuls are integer ones (per block: the fused query/key/value, the
