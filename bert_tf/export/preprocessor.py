@@ -14,11 +14,12 @@ exported as the preprocessing SavedModel, which follows the TF Hub BERT preproce
 `hub.KerasLayer(path)`, `hub.KerasLayer(loaded.tokenize)`, `hub.KerasLayer(loaded.bert_pack_inputs,
 arguments=dict(seq_length=N))` all work). `bert_pack_inputs` takes 1 to `MAX_PACKED_SEGMENTS`
 segments, each [batch, (words), (wordpieces)] as `tokenize` returns or [batch, (wordpieces)], and
-packs them with tensorflow-text's `combine_segments` and `pad_model_inputs`: [CLS] s1 [SEP] s2
-[SEP] ..., type id = segment index, after round-robin truncation to `seq_length` minus the
-specials (`round_robin_lengths`: tensorflow-text's `RoundRobinTrimmer` semantics in closed form
-with core ops, since its `RoundRobinTrim` kernel is not among the tensorflow-text ops older TF
-Serving builds have, see serving_compat.py), which for one or two segments is exactly the
+packs them as tensorflow-text's `combine_segments` does (`combine_segments` here, in fewer ops),
+padded by its `pad_model_inputs`: [CLS] s1 [SEP] s2 [SEP] ..., type id = segment index, after
+round-robin truncation to `seq_length` minus the specials (`round_robin_lengths`:
+tensorflow-text's `RoundRobinTrimmer` semantics in closed form with core ops, since its
+`RoundRobinTrim` kernel is not among the tensorflow-text ops older TF Serving builds have, see
+serving_compat.py), which for one or two segments is exactly the
 original's truncation (keep the first `seq_length - 2`; `_truncate_seq_pair`), so the ids equal
 `convert_single_example`'s.
 
@@ -70,9 +71,64 @@ def round_robin_lengths(lengths: tf.Tensor, budget: tf.Tensor) -> tf.Tensor:
     return base + extra
 
 
-def _keep_first_n(segment: tf.RaggedTensor, n: tf.Tensor) -> tf.RaggedTensor:
-    positions = tf.ragged.range(segment.row_lengths(), dtype=tf.int64)
-    return tf.ragged.boolean_mask(segment, positions < n[:, None])
+def _keep_first(pieces: tf.RaggedTensor, lengths: tf.Tensor) -> tf.RaggedTensor:
+    """[batch, (n)] -> the first `lengths[i]` values of each row (all of a shorter row).
+
+    One gather of the kept values' positions: a few ops per segment in the traced graph, where
+    `tf.ragged.boolean_mask` adds ~500 (an exported preprocessor traces this for every one of its
+    1..MAX_PACKED_SEGMENTS segments, in 16 functions).
+    """
+    row_lengths = pieces.row_lengths()
+    kept = tf.clip_by_value(tf.cast(lengths, row_lengths.dtype), 0, row_lengths)
+    starts = pieces.row_starts()
+    positions = tf.ragged.range(starts, starts + kept).flat_values
+    return tf.RaggedTensor.from_row_lengths(tf.gather(pieces.values, positions), kept,
+                                            validate=False)
+
+
+def combine_segments(segments: list[tf.RaggedTensor], cls_value: int, sep_value: int
+                     ) -> tuple[tf.RaggedTensor, tf.RaggedTensor]:
+    """[CLS] s_0 [SEP] s_1 [SEP] ... with segment-index type ids, as tensorflow-text's
+    `combine_segments`, for segments already trimmed.
+
+    The same values in a few ops for any number of segments: the parts' values are laid out
+    part after part, and one gather reads them row by row. tensorflow-text's ragged concat adds
+    ~200 ops and row-partition checks per segment, which made tracing an exported preprocessor's
+    16 `bert_pack_inputs` functions (twice: again when saving) most of its export time.
+
+    Args:
+      segments: int RaggedTensors [batch, (k_i)], all with the same batch size.
+      cls_value, sep_value: the values put at [CLS] and after each segment.
+
+    Returns:
+      (values, type_ids): int32 RaggedTensors [batch, (1 + sum_i (k_i + 1))]; type id i for
+      segment i and the [SEP] after it, 0 for [CLS].
+    """
+    batch = segments[0].nrows()
+    ones = tf.ones([batch], batch.dtype)
+    part_values = [tf.fill([batch], tf.constant(cls_value, tf.int32))]
+    part_types = [tf.zeros([batch], tf.int32)]
+    part_lengths = [ones]
+    sep = tf.fill([batch], tf.constant(sep_value, tf.int32))
+    for i, segment in enumerate(segments):
+        part_values += [tf.cast(segment.values, tf.int32), sep]
+        part_types += [tf.fill(tf.shape(segment.values), i), tf.fill([batch], i)]
+        part_lengths += [tf.cast(segment.row_lengths(), batch.dtype), ones]
+    num_parts = len(part_lengths)
+    # Pool row p * batch + b holds part p of example b; read them example by example.
+    pool_lengths = tf.concat(part_lengths, axis=0)
+    pool_starts = tf.cumsum(pool_lengths, exclusive=True)
+    by_example = tf.reshape(tf.transpose(tf.reshape(
+        tf.range(tf.cast(num_parts, batch.dtype) * batch), [num_parts, -1])), [-1])
+    starts = tf.gather(pool_starts, by_example)
+    positions = tf.ragged.range(starts, starts + tf.gather(pool_lengths, by_example)).flat_values
+    row_lengths = tf.add_n(part_lengths)
+
+    def read(pool):
+        return tf.RaggedTensor.from_row_lengths(tf.gather(tf.concat(pool, axis=0), positions),
+                                                row_lengths, validate=False)
+
+    return read(part_values), read(part_types)
 
 
 def bert_pack_inputs(segments: list[tf.RaggedTensor], seq_length: int | tf.Tensor, cls_id: int,
@@ -104,9 +160,8 @@ def bert_pack_inputs(segments: list[tf.RaggedTensor], seq_length: int | tf.Tenso
     with tf.control_dependencies([check]):
         budget = tf.identity(budget)
     keep = round_robin_lengths(tf.stack([x.row_lengths() for x in flat], axis=1), budget)
-    trimmed = [_keep_first_n(x, keep[:, i]) for i, x in enumerate(flat)]
-    ids, type_ids = tf_text.combine_segments(trimmed, start_of_sequence_id=cls_id,
-                                             end_of_segment_id=sep_id)
+    ids, type_ids = combine_segments([_keep_first(x, keep[:, i]) for i, x in enumerate(flat)],
+                                     cls_id, sep_id)
     word_ids, mask = tf_text.pad_model_inputs(ids, max_seq_length=seq_length)
     type_ids, _ = tf_text.pad_model_inputs(type_ids, max_seq_length=seq_length)
     return {"input_word_ids": tf.cast(word_ids, tf.int32), "input_mask": tf.cast(mask, tf.int32),
@@ -143,12 +198,6 @@ def truncated_pair_lengths(len_a: tf.Tensor, len_b: tf.Tensor, budget: int | tf.
     return new_a, new_b
 
 
-def _keep_first(pieces: tf.RaggedTensor, lengths: tf.Tensor) -> tf.RaggedTensor:
-    """[batch, (n)] -> the first `lengths[i]` values of each row."""
-    positions = tf.ragged.range(pieces.row_lengths(), dtype=lengths.dtype)
-    return tf.ragged.boolean_mask(pieces, positions < tf.expand_dims(lengths, 1))
-
-
 class BertPacker(tf.Module):
     """Packs ragged WordPiece ids into fixed-length BERT inputs (core TF ops only).
 
@@ -166,9 +215,6 @@ class BertPacker(tf.Module):
         self.seq_length = int(seq_length)
         self.cls_id = int(cls_id)
         self.sep_id = int(sep_id)
-
-    def _specials(self, batch: tf.Tensor, value: int) -> tf.RaggedTensor:
-        return tf.RaggedTensor.from_tensor(tf.fill(tf.stack([batch, 1]), value))
 
     def pair_lengths(self, pieces_a: tf.RaggedTensor, pieces_b: tf.RaggedTensor | None
                      ) -> tuple[tf.Tensor, tf.Tensor | None]:
@@ -217,16 +263,10 @@ class BertPacker(tf.Module):
         return ragged.to_tensor(0, shape=[None, self.seq_length])
 
     def _concat(self, pieces_a, pieces_b, keep_a, keep_b, cls_value, sep_value):
-        pieces_a = tf.cast(pieces_a, tf.int32)
-        batch = pieces_a.nrows(out_type=tf.int32)
-        cls = self._specials(batch, cls_value)
-        sep = self._specials(batch, sep_value)
-        first = tf.concat([cls, _keep_first(pieces_a, keep_a), sep], axis=1)
-        if pieces_b is None:
-            return first, tf.zeros_like(first)
-        second = tf.concat([_keep_first(tf.cast(pieces_b, tf.int32), keep_b), sep], axis=1)
-        return (tf.concat([first, second], axis=1),
-                tf.concat([tf.zeros_like(first), tf.ones_like(second)], axis=1))
+        segments = [_keep_first(pieces_a, keep_a)]
+        if pieces_b is not None:
+            segments.append(_keep_first(pieces_b, keep_b))
+        return combine_segments(segments, cls_value, sep_value)
 
 
 def ensure_input_shape(value: tf.Tensor, shape: list[int | None]) -> tf.Tensor:

@@ -169,6 +169,44 @@ def test_round_robin_lengths_equal_tensorflow_text_trimmer():
             np.testing.assert_array_equal(got.numpy(), want, err_msg=f"n={n} budget={budget}")
 
 
+def test_packing_equals_tensorflow_text_trimmer_combine_and_pad():
+    """`bert_pack_inputs` (its own gather-based trim and `combine_segments`, few ops) gives what
+    tensorflow-text's RoundRobinTrimmer + combine_segments + pad_model_inputs give, traced, for
+    1-3 segments of both ranks: empty rows, rows longer than the budget, an empty batch."""
+    import tensorflow_text as tf_text
+
+    from bert_tf.export.preprocessor import bert_pack_inputs
+
+    def reference(segments, seq_length):
+        flat = [s.merge_dims(-2, -1) if s.ragged_rank > 1 else s for s in segments]
+        trimmed = tf_text.RoundRobinTrimmer(max_seq_length=seq_length - len(flat) - 1).trim(flat)
+        ids, types = tf_text.combine_segments(trimmed, start_of_sequence_id=101,
+                                              end_of_segment_id=102)
+        word_ids, mask = tf_text.pad_model_inputs(ids, max_seq_length=seq_length)
+        type_ids, _ = tf_text.pad_model_inputs(types, max_seq_length=seq_length)
+        return word_ids, mask, type_ids
+
+    def words(rng, batch):  # [batch, (words), (wordpieces)], 0-5 words of 1-3 pieces
+        words_per_row = rng.integers(0, 6, batch)
+        pieces_per_word = rng.integers(1, 4, words_per_row.sum())
+        values = rng.integers(1000, 2000, pieces_per_word.sum()).astype(np.int32)
+        return tf.RaggedTensor.from_nested_row_lengths(values, [words_per_row, pieces_per_word])
+
+    ours = tf.function(lambda segments, n: bert_pack_inputs(segments, n, 101, 102))
+    rng = np.random.default_rng(7)
+    for n in (1, 2, 3):
+        for batch in (0, 1, 9):
+            segments = [words(rng, batch) for _ in range(n)]
+            segments[1::2] = [x.merge_dims(-2, -1) for x in segments[1::2]]  # rank 2 too
+            for seq_length in (n + 1, n + 3, 12, 40):
+                got = ours(segments, tf.constant(seq_length))
+                want = reference(segments, seq_length)
+                for key, value in zip(("input_word_ids", "input_mask", "input_type_ids"), want):
+                    np.testing.assert_array_equal(got[key].numpy(), value.numpy(),
+                                                  err_msg=f"{key} n={n} batch={batch} "
+                                                  f"seq_length={seq_length}")
+
+
 def _check_hub_api(pre, tokenizer, texts, texts_b):
     """`pre` has the TF Hub preprocessor API (a loaded SavedModel or the export module)."""
     out = pre(tf.constant(texts))
