@@ -19,9 +19,8 @@ padded by its `pad_model_inputs`: [CLS] s1 [SEP] s2 [SEP] ..., type id = segment
 round-robin truncation to `seq_length` minus the specials (`round_robin_lengths`:
 tensorflow-text's `RoundRobinTrimmer` semantics in closed form with core ops, since its
 `RoundRobinTrim` kernel is not among the tensorflow-text ops older TF Serving builds have, see
-serving_compat.py), which for one or two segments is exactly the
-original's truncation (keep the first `seq_length - 2`; `_truncate_seq_pair`), so the ids equal
-`convert_single_example`'s.
+serving_compat.py), which for one or two segments is exactly the original's truncation (keep the
+first `seq_length - 2`; `_truncate_seq_pair`), so the ids equal `convert_single_example`'s.
 
 Packing: [CLS] A [SEP] (B [SEP]), type ids 0 for [CLS]/A/first [SEP] and 1 for B/its [SEP], mask
 1 on real tokens, zero padding. A single segment keeps its first `seq_length - 2` pieces; a pair is
