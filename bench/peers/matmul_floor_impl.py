@@ -109,9 +109,10 @@ class _LinearBert(tf.Module):
         x = self.encode(token_ids, batch["segment_ids"], tf.concat([cls_rows, mask_rows], 0))
         cls, m = x[:b], x[b:]
         m = m @ self._cast(self.transform)
-        logits = tf.nn.bias_add(
-            tf.matmul(m, self._cast(self.word_embeddings), transpose_b=True),
-            self._cast(self.output_bias))
+        logits = tf.matmul(m, self._cast(self.word_embeddings), transpose_b=True)
+        if logits.dtype != tf.float32:  # as bert_tf's MaskedLMHead: the bias in float32
+            logits = tf.cast(logits, tf.float32)
+        logits = tf.nn.bias_add(logits, tf.cast(self.output_bias, logits.dtype))
         nsp = tf.matmul(cls @ self._cast(self.pooler), self._cast(self.nsp), transpose_b=True)
         return tf.reshape(logits, [b, masked, -1]), nsp
 

@@ -111,8 +111,9 @@ class MaskedLMHead(keras.layers.Layer):
     def build(self, input_shape=None) -> None:
         self.transform_dense.build((None, self.config.hidden_size))
         self.transform_layer_norm.build((None, self.config.hidden_size))
+        # autocast=False: read in float32 under mixed precision too (added in float32, `call`).
         self.output_bias = self.add_weight(name="output_bias", shape=(self.config.vocab_size,),
-                                           initializer="zeros")
+                                           initializer="zeros", autocast=False)
         self.built = True
 
     def transform(self, sequence_output: tf.Tensor,
@@ -132,14 +133,21 @@ class MaskedLMHead(keras.layers.Layer):
         """Args: sequence_output [batch, seq, H]; masked_lm_positions int [batch, P] (None when
         `sequence_output` already holds just those positions, [batch, P, H]).
 
-        Returns: logits [batch, P, vocab_size].
+        Returns: logits [batch, P, vocab_size]: in the compute dtype under float32, in float32
+        under a 16-bit compute dtype (mixed precision), the bias then added in float32.
         """
         x = self.transform(sequence_output, masked_lm_positions)
         table = tf.cast(self.embedding_table, x.dtype)
+        logits = tf.matmul(x, table, transpose_b=True)
+        if logits.dtype != tf.float32:
+            # Mixed precision: the losses widen the logits to float32 anyway, so widen them
+            # before the bias. oneDNN's MatMul with a fused 16-bit bias over [rows, 30,522] took
+            # 3.7x the product alone on an AMX host (docs/performance.md, 2026-11-30); the
+            # product, the Cast and a float32 BiasAdd take less than half the fused kernel.
+            logits = tf.cast(logits, tf.float32)
         # BiasAdd (not +): its gradient is one BiasAddGrad instead of a generic reduction over
-        # [batch * P, vocab], and the forward fuses with the MatMul.
-        logits = tf.nn.bias_add(tf.matmul(x, table, transpose_b=True),
-                                tf.cast(self.output_bias, x.dtype))
+        # [batch * P, vocab], and in float32 the forward fuses with the MatMul.
+        logits = tf.nn.bias_add(logits, tf.cast(self.output_bias, logits.dtype))
         batch = tf.shape(sequence_output)[0]
         return tf.reshape(logits, [batch, -1, self.config.vocab_size])
 
