@@ -77,7 +77,9 @@ def test_predict_traces_once_and_equals_keras_loop(tagger, monkeypatch):
     for n in (1, 3, len(texts)):
         again = tagger.predict(texts[:n], batch_size=4)
         for a, b in zip(again, fast[:n]):
-            np.testing.assert_array_equal(a, b)
+            # Fewer rows in a batch can pick other matmul kernels (oneDNN on Intel AVX-512: 1
+            # float32 ulp apart, 6e-8 here, on 2026-11-30), so not bit-equal across batch sizes.
+            np.testing.assert_allclose(a, b, atol=1e-6, rtol=0)
     ragged32 = tf.ragged.constant(texts).with_row_splits_dtype(tf.int32)
     for a, b in zip(tagger.predict(ragged32, batch_size=4), fast):
         np.testing.assert_array_equal(a, b)
