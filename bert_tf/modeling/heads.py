@@ -133,8 +133,8 @@ class MaskedLMHead(keras.layers.Layer):
         """Args: sequence_output [batch, seq, H]; masked_lm_positions int [batch, P] (None when
         `sequence_output` already holds just those positions, [batch, P, H]).
 
-        Returns: logits [batch, P, vocab_size]: in the compute dtype under float32, in float32
-        under a 16-bit compute dtype (mixed precision), the bias then added in float32.
+        Returns: float32 logits [batch, P, vocab_size], under a 16-bit compute dtype (mixed
+        precision) too: there the product is widened to float32 before the bias is added.
         """
         x = self.transform(sequence_output, masked_lm_positions)
         table = tf.cast(self.embedding_table, x.dtype)
