@@ -2,7 +2,7 @@
 
   python bench/bench_finetune_vs_hf.py [--tasks=mrpc,imdb,conll] [--passes=3]
       [--train_steps=1] [--warmup_steps=1] [--train_batch_size=32] [--predict_examples=64]
-      [--threads=0]
+      [--threads=0] [--warm_lengths]
 
 Prints one JSON object (never asserts anything): per task and variant, fine-tuning steps/s and
 prediction examples/s (median over `--passes`, and every pass), and the ratios bert_tf / HF.
@@ -48,10 +48,14 @@ TF intra-op / torch.set_num_threads) and one inter-op thread:
     warm-up/decay, `clip_grad_norm_(1.0)`; every batch padded to its longest example, as
     `DataCollatorWithPadding` does; prediction under `torch.inference_mode()` in example order.
 Training uses dropout 0.1 (the checkpoint's config) and batches of `--train_batch_size` taken in
-file order; `--warmup_steps` steps (tracing) are excluded. Prediction times one whole call on the
-first `--predict_examples` examples, as a user's evaluation runs it (bert_tf traces its
-`tf.function` inside the first call only). Without ../shared, transformers/torch or the weights package it
-prints a JSON object with "skipped" and exits 0.
+file order; `--warmup_steps` steps (tracing) are excluded, and with `--warm_lengths` one more
+untimed step at each length the timed batches have (a length-aware step meeting a new length
+builds oneDNN kernels for it, 1.0-1.1x a repeated one, and the fused variant compiles its XLA
+kernels, ~1.4x: a real epoch pays that once per length, a 3-step pass at nearly every step).
+Prediction times one whole call on the first `--predict_examples` examples, as a user's
+evaluation runs it (bert_tf traces its `tf.function` inside the first call only). Without
+../shared, transformers/torch or the weights package it prints a JSON object with "skipped"
+and exits 0.
 """
 from __future__ import annotations
 
@@ -83,6 +87,12 @@ flags.DEFINE_list("variants", list(DEFAULT_VARIANTS), f"Variants, of {list(VARIA
 flags.DEFINE_integer("passes", 3, "Passes (one process per variant and task in each).")
 flags.DEFINE_integer("train_steps", 1, "Timed fine-tuning steps per pass.")
 flags.DEFINE_integer("warmup_steps", 1, "Untimed steps before the first pass (tracing).")
+flags.DEFINE_bool("warm_lengths", False,
+                  "Before the timed passes, one more untimed step at each sequence length the "
+                  "timed batches have (both frameworks): the steady state of an epoch, where "
+                  "every length has been met before. Without it a length-aware step seen at a "
+                  "new length pays oneDNN's kernel set-up, and the fused variant an XLA "
+                  "compilation, inside the timed passes.")
 flags.DEFINE_integer("train_batch_size", 32, "Fine-tuning batch size.")
 flags.DEFINE_integer("predict_examples", 64, "Examples predicted per pass (0: skip).")
 flags.DEFINE_integer("predict_batch_size", 32, "Prediction batch size.")
@@ -151,6 +161,16 @@ def _cut_to_longest(batch: dict, multiple: int | None) -> dict:
             for k, v in batch.items() if isinstance(v, np.ndarray)}
 
 
+def _one_per_length(batches: list, key: str) -> list:
+    """The first batch of each sequence length (axis 1 of `key`) among `batches`, in order."""
+    seen, out = set(), []
+    for b in batches:
+        if b[key].shape[1] not in seen:
+            seen.add(b[key].shape[1])
+            out.append(b)
+    return out
+
+
 def _batches(arrays: dict, batch_size: int, count: int):
     n = len(arrays["input_mask"])
     for i in range(count):
@@ -213,9 +233,12 @@ def _run_bert_tf_under_policy(spec: dict, arrays: dict) -> dict:
                    _batches(arrays, spec["train_batch_size"], steps)]
         if length:
             batches = [_cut_to_longest(b, DEFAULT_LENGTH_MULTIPLE) for b in batches]
-        for b in batches[:spec["warmup_steps"]]:
-            step(b)["loss"].numpy()
         timed = batches[spec["warmup_steps"]:]
+        warm = batches[:spec["warmup_steps"]] + (
+            _one_per_length(timed, "input_mask") if spec.get("warm_lengths") else [])
+        for b in warm:
+            step(b)["loss"].numpy()
+        result["warm_steps"] = len(warm)
         result["train_steps_per_s"] = []
         for p in range(spec["passes"]):
             start = time.perf_counter()
@@ -286,9 +309,12 @@ def _run_hf(spec: dict, arrays: dict) -> dict:
             optimizer.zero_grad(set_to_none=True)
             return loss
 
-        for b in batches[:spec["warmup_steps"]]:
-            step(b).item()
         timed = batches[spec["warmup_steps"]:]
+        warm = batches[:spec["warmup_steps"]] + (
+            _one_per_length(timed, "input_ids") if spec.get("warm_lengths") else [])
+        for b in warm:
+            step(b).item()
+        result["warm_steps"] = len(warm)
         result["train_steps_per_s"] = []
         for p in range(spec["passes"]):
             start = time.perf_counter()
@@ -380,7 +406,7 @@ def main(argv):
             for variant in order:
                 spec = {"task": task, "variant": variant, "threads": threads,
                         "train_steps": FLAGS.train_steps, "warmup_steps": FLAGS.warmup_steps,
-                        "passes": FLAGS.passes,
+                        "passes": FLAGS.passes, "warm_lengths": FLAGS.warm_lengths,
                         "train_batch_size": FLAGS.train_batch_size,
                         "predict_examples": FLAGS.predict_examples,
                         "predict_batch_size": FLAGS.predict_batch_size,
@@ -400,8 +426,9 @@ def main(argv):
                 for key in ("train_steps_per_s", "predict_examples_per_s"):
                     if key in out:
                         results[task][variant][key] = [round(v, 4) for v in out[key]]
-                if "train_mean_length" in out:
-                    results[task][variant]["train_mean_length"] = out["train_mean_length"]
+                for key in ("train_mean_length", "warm_steps"):
+                    if key in out:
+                        results[task][variant][key] = out[key]
     finally:
         shutil.rmtree(checkpoint_dir, ignore_errors=True)
 
@@ -416,7 +443,8 @@ def main(argv):
                 "predict_examples_per_s_per_pass": values["predict_examples_per_s"],
                 "predict_first_call_examples_per_s": (values["predict_examples_per_s"] or
                                                       [None])[0],
-                "train_mean_length": values.get("train_mean_length")}
+                "train_mean_length": values.get("train_mean_length"),
+                "untimed_steps_before_timing": values.get("warm_steps")}
         for base in ("hf_torch", "hf_torch_bf16"):
             hf = summary[task].get(base)
             if hf:
@@ -432,7 +460,7 @@ def main(argv):
     report = {
         "model": "all-MiniLM-L6-v2 (L6 H384 A12), same weights in both frameworks",
         "settings": {"passes": FLAGS.passes, "train_steps": FLAGS.train_steps,
-                     "warmup_steps": FLAGS.warmup_steps,
+                     "warmup_steps": FLAGS.warmup_steps, "warm_lengths": FLAGS.warm_lengths,
                      "train_batch_size": FLAGS.train_batch_size,
                      "predict_examples": FLAGS.predict_examples,
                      "predict_batch_size": FLAGS.predict_batch_size, "threads": threads},
