@@ -201,6 +201,50 @@ def _bias_gelu(h, bias):
     return y, grad
 
 
+# --- a 16-bit product widened to float32, plus a float32 bias --------------------------------------
+
+@tf.function(jit_compile=True, autograph=False)
+def _widened_bias_add_forward(x, bias):
+    return tf.cast(x, tf.float32) + bias
+
+
+@tf.function(jit_compile=True, autograph=False)
+def _widened_bias_add_backward(dy, x_dtype):
+    return tf.cast(dy, x_dtype), tf.reduce_sum(dy, axis=0)
+
+
+def widened_bias_add(x: tf.Tensor, bias: tf.Tensor) -> tf.Tensor:
+    """float32(x) + bias for training under a mixed policy: the masked-LM head's 16-bit logits
+    product widened and its float32 output bias added in one XLA kernel, and in the backward
+    the 16-bit gradient of the product and the bias gradient from one read of the float32
+    gradient (op by op: a Cast and a BiasAdd forward, a BiasAddGrad and a Cast backward, each a
+    pass over [rows, vocab] float32).
+
+    Args:
+      x: bfloat16/float16 [rows, V], the product without its bias.
+      bias: float32 [V].
+
+    Returns:
+      float32 [rows, V]: equal to `tf.nn.bias_add(tf.cast(x, tf.float32), bias)` bit for bit
+      (one float32 addition per element); the bias gradient (the column sums of the incoming
+      gradient) equals BiasAddGrad's up to the order of its float32 sums.
+    """
+    x = tf.convert_to_tensor(x)
+    if x.shape.rank != 2:
+        raise ValueError(f"widened_bias_add: x must be [rows, V], got shape {x.shape}")
+    with tf.name_scope("widened_bias_add_xla"):
+        return _widened_bias_add(x, tf.cast(bias, tf.float32))
+
+
+@tf.custom_gradient
+def _widened_bias_add(x, bias):
+    def grad(dy):
+        with tf.name_scope("widened_bias_add_xla_grad"):
+            return _widened_bias_add_backward(dy, x.dtype)
+
+    return _widened_bias_add_forward(x, bias), grad
+
+
 # --- scale + mask + softmax + dropout -------------------------------------------------------------
 
 def _masked_scores(scores, adder, scale, causal):

@@ -14,6 +14,7 @@ from bert_tf.modeling.activations import get_activation
 from bert_tf.modeling.config import BertConfig
 from bert_tf.modeling.dropout import BertDropout
 from bert_tf.modeling.embeddings import layer_norm, truncated_normal
+from bert_tf.modeling.fused import widened_bias_add
 from bert_tf.modeling.serialization import init_kwargs_from_saved, register
 
 
@@ -71,20 +72,26 @@ class MaskedLMHead(keras.layers.Layer):
 
     `embedding_table` is the encoder's `word_embeddings` variable [vocab_size, H] (not copied).
     It is not part of the Keras config: the owner (`BertPretrainer`) ties it when it builds.
+    `xla_in_training`: under a 16-bit policy, widen the logits and add the bias with
+    `fused.widened_bias_add` (XLA kernels) while training; the owner passes its
+    `xla_gelu_in_training` (the pretraining trainer's fused kernels). Float32 is unaffected.
     """
 
-    def __init__(self, config: BertConfig, embedding_table=None, **kwargs):
+    def __init__(self, config: BertConfig, embedding_table=None, xla_in_training: bool = False,
+                 **kwargs):
         kwargs.setdefault("name", "predictions")
         super().__init__(**kwargs)
         self.config = config
         self.embedding_table = embedding_table
+        self.xla_in_training = bool(xla_in_training)
         self.transform_dense = keras.layers.Dense(
             config.hidden_size, activation=get_activation(config.hidden_act),
             kernel_initializer=truncated_normal(config), name="transform_dense")
         self.transform_layer_norm = layer_norm("transform_LayerNorm")
 
     def get_config(self) -> dict:
-        return {**super().get_config(), "config": self.config.to_dict()}
+        return {**super().get_config(), "config": self.config.to_dict(),
+                "xla_in_training": self.xla_in_training}
 
     @classmethod
     def from_config(cls, config: dict):
@@ -129,7 +136,7 @@ class MaskedLMHead(keras.layers.Layer):
         return self.transform_layer_norm(dense.activation(x))
 
     def call(self, sequence_output: tf.Tensor,
-             masked_lm_positions: tf.Tensor | None) -> tf.Tensor:
+             masked_lm_positions: tf.Tensor | None, training=None) -> tf.Tensor:
         """Args: sequence_output [batch, seq, H]; masked_lm_positions int [batch, P] (None when
         `sequence_output` already holds just those positions, [batch, P, H]).
 
@@ -144,10 +151,16 @@ class MaskedLMHead(keras.layers.Layer):
             # before the bias. oneDNN's MatMul with a fused 16-bit bias over [rows, 30,522] took
             # 3.7x the product alone on an AMX host (docs/performance.md, 2026-11-30); the
             # product, the Cast and a float32 BiasAdd take less than half the fused kernel.
-            logits = tf.cast(logits, tf.float32)
-        # BiasAdd (not +): its gradient is one BiasAddGrad instead of a generic reduction over
-        # [batch * P, vocab], and in float32 the forward fuses with the MatMul.
-        logits = tf.nn.bias_add(logits, tf.cast(self.output_bias, logits.dtype))
+            # Training: the Cast and the BiasAdd (and, backward, the BiasAddGrad and the Cast)
+            # as one XLA kernel each, the same float32 sums; inference keeps the plain ops.
+            if training and self.xla_in_training:
+                logits = widened_bias_add(logits, self.output_bias)
+            else:
+                logits = tf.nn.bias_add(tf.cast(logits, tf.float32), self.output_bias)
+        else:
+            # BiasAdd (not +): its gradient is one BiasAddGrad instead of a generic reduction
+            # over [batch * P, vocab], and in float32 the forward fuses with the MatMul.
+            logits = tf.nn.bias_add(logits, tf.cast(self.output_bias, logits.dtype))
         batch = tf.shape(sequence_output)[0]
         return tf.reshape(logits, [batch, -1, self.config.vocab_size])
 

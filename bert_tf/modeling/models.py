@@ -90,7 +90,7 @@ class BertPretrainer(CheckedInputs, DummyBatchBuilt, keras.Model):
         self.last_layer_at_predictions_only = last_layer_at_predictions_only
         self.xla_gelu_in_training = xla_gelu_in_training
         self.encoder = encoder or BertEncoder(config, xla_gelu_in_training=xla_gelu_in_training)
-        self.masked_lm = MaskedLMHead(config, None)
+        self.masked_lm = MaskedLMHead(config, None, xla_in_training=xla_gelu_in_training)
         self.next_sentence = NextSentenceHead(config)
 
     def get_config(self) -> dict:

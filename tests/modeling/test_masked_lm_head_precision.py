@@ -1,7 +1,9 @@
 """The masked-LM head's output bias under mixed precision: the 16-bit product is widened to
 float32 and the float32 bias added there (no 16-bit BiasAdd over [rows, vocab], which oneDNN
 fuses into a kernel several times slower than the product on an AMX host); under float32 the
-graph is the original's MatMul + BiasAdd, unchanged.
+graph is the original's MatMul + BiasAdd, unchanged. With `xla_in_training` (the pretraining
+trainer's fused kernels) the widening and the bias are one XLA kernel while training, with the
+same values.
 """
 from __future__ import annotations
 
@@ -17,13 +19,13 @@ CONFIG = BertConfig(vocab_size=97, hidden_size=16, num_hidden_layers=1, num_atte
                     intermediate_size=32, max_position_embeddings=16)
 
 
-def _head(policy: str):
+def _head(policy: str, xla_in_training: bool = False):
     previous = keras.mixed_precision.global_policy()
     keras.mixed_precision.set_global_policy(policy)
     try:
         table = tf.Variable(tf.random.stateless_normal([CONFIG.vocab_size, CONFIG.hidden_size],
                                                        seed=[3, 4]) * 0.5, name="table")
-        head = MaskedLMHead(CONFIG, table)
+        head = MaskedLMHead(CONFIG, table, xla_in_training=xla_in_training)
         head.build(None)
     finally:
         keras.mixed_precision.set_global_policy(previous)
@@ -87,3 +89,43 @@ def test_float32_graph_is_the_fused_matmul_and_bias(rank):
     want = tf.nn.bias_add(tf.matmul(h, table, transpose_b=True), head.output_bias)
     np.testing.assert_allclose(tf.reshape(logits, [10, -1]).numpy(), want.numpy(),
                                rtol=1e-6, atol=1e-6)
+
+
+def _loss_and_grads(head, table, x, labels, training):
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        logits = tf.reshape(head(x, None, training=training), [int(labels.shape[0]), -1])
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
+    return (logits, loss, *tape.gradient(loss, [head.output_bias, table, x]))
+
+
+def test_bfloat16_training_with_xla_kernels_equals_the_plain_ops():
+    head, table = _head("mixed_bfloat16", xla_in_training=True)
+    x = tf.cast(tf.random.stateless_normal([4, 6, CONFIG.hidden_size], seed=[7, 1]), tf.bfloat16)
+    labels = tf.random.stateless_uniform([24], seed=[2, 9], maxval=CONFIG.vocab_size,
+                                         dtype=tf.int32)
+    step = tf.function(lambda x, training: _loss_and_grads(head, table, x, labels, training))
+    fused, plain = step(x, True), step(x, False)
+    # Training traced the XLA call instead of the float32 BiasAdd; inference kept the BiasAdd.
+    ops = {t: [op.type for op in step.get_concrete_function(x, t).graph.get_operations()]
+           for t in (True, False)}
+    assert any("widened_bias_add_xla" in op.name
+               for op in step.get_concrete_function(x, True).graph.get_operations())
+    assert ops[True].count("BiasAdd") == 1 and ops[False].count("BiasAdd") == 2
+    assert fused[0].dtype == tf.float32
+    # The logits, the loss and the 16-bit gradients (the Cast of the same float32 gradient) are
+    # bit for bit the plain ops'; the bias gradient differs by the order of its float32 sums.
+    for a, b in zip(fused[:2] + fused[3:], plain[:2] + plain[3:]):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    np.testing.assert_allclose(fused[2].numpy(), plain[2].numpy(), rtol=1e-6, atol=1e-8)
+    assert float(tf.reduce_max(tf.abs(fused[2]))) > 0
+
+
+def test_float32_training_ignores_the_xla_option():
+    head, table = _head("float32", xla_in_training=True)
+    x = tf.random.stateless_normal([10, CONFIG.hidden_size], seed=[1, 2])
+    fn = tf.function(lambda t: head(t, None, training=True))
+    ops = fn.get_concrete_function(tf.TensorSpec(x.shape, x.dtype)).graph.get_operations()
+    assert [op.get_attr("T") for op in ops if op.type == "BiasAdd"] == [tf.float32, tf.float32]
+    assert not any("widened_bias_add" in op.name for op in ops)
+    assert MaskedLMHead.from_config(head.get_config()).xla_in_training
