@@ -118,6 +118,13 @@ def bert_pretraining_step(precision: str, batch: int = 32, seq: int = 128, maske
     def step() -> float:
         return float(train_loop(iterator, one)["loss"].numpy()[0])
 
+    def another_step() -> Callable[[], float]:
+        """A second trace of the same loop (same trainer, model, optimizer and batches), made
+        with whatever model settings are in effect when it is first called."""
+        loop = trainer._make_train_loop()
+        return lambda: float(loop(iterator, one)["loss"].numpy()[0])
+
+    step.trainer, step.another_step = trainer, another_step  # for in-process A/B (--toggle)
     return step, lambda: shutil.rmtree(output_dir, ignore_errors=True)
 
 

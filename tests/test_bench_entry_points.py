@@ -51,3 +51,24 @@ def test_bert_trainer_step_bench_runs_the_trainers_step(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = json.loads(proc.stdout)
     assert report["step_ms_median"]["this"] > 0
+
+
+@pytest.mark.long
+def test_bert_trainer_step_bench_toggles_a_model_setting_in_one_process(tmp_path):
+    """`--toggle`: the masked-LM head's XLA widening traced both ways in one process (bf16, where
+    the setting changes the graph), alternated; the setting is restored on the model."""
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "bench_bert_trainer_step.py"), "--precision",
+         "mixed_bfloat16", "--toggle", "masked_lm.xla_in_training", "--rounds", "2", "--warmup",
+         "1", "--batch", "2", "--seq", "16", "--masked", "2"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads(proc.stdout)
+    assert report["as_built"] is True and report["flipped"] is False
+    assert len(report["step_ms"]["as_built"]) == len(report["step_ms"]["flipped"]) == 2
+    assert report["ratio_flipped_over_as_built_median"] > 0
+    bad = subprocess.run(
+        [sys.executable, str(BENCH / "bench_bert_trainer_step.py"), "--toggle",
+         "masked_lm.config", "--rounds", "1", "--warmup", "1", "--batch", "2", "--seq", "16",
+         "--masked", "2"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert bad.returncode != 0 and "expected a bool attribute" in bad.stderr
