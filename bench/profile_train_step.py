@@ -70,6 +70,8 @@ def categorize(op_name: str, op_type: str) -> str:
             return "layer_norm"
         if "fused_softmax" in name:  # bert_tf.modeling.fused.attention_softmax_dropout
             return "softmax"
+        if "widened_bias_add" in name:  # fused.widened_bias_add: with the casts it replaces
+            return "cast"
         return "xla"
     if _MATMUL.search(op_type):
         return "matmul"

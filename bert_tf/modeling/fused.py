@@ -12,7 +12,10 @@ forward kernel and one backward kernel (closed-form gradients), joined by a cust
   BiasAddGrad pass over the [rows, H] gradient);
 - `bias_gelu`: gelu(x + bias) (the tanh form), whose backward also gives the bias gradient;
 - `attention_softmax_dropout`: dropout(softmax(scores · scale + mask)), BERT's additive key mask
-  or GPT-1's causal `w·b − 1e9·(1 − b)`.
+  or GPT-1's causal `w·b − 1e9·(1 − b)`;
+- `widened_bias_add`: float32(x) + bias, the masked-LM head's 16-bit logits widened and biased
+  under a mixed policy, whose backward gives the 16-bit gradient and the bias gradient from one
+  read of the float32 gradient (used by `MaskedLMHead` with `xla_in_training`).
 
 Numbers: the dropout masks are the callers' (drawn by the dropout layers as before, passed as the
 layer's scale-or-zero mask or as its boolean keep mask with the scale: the same random streams

@@ -349,6 +349,9 @@ def test_profile_categories():
     assert cat("while/bert/layer_0/self/fused_softmax/PartitionedCall", "XlaCluster") == \
         "softmax"
     assert cat("while/PartitionedCall_3", "XlaCluster") == "xla"
+    assert cat("while/bert_pretrainer/predictions/widened_bias_add_xla/PartitionedCall",
+               "XlaCluster") == "cast"
+    assert cat("while/widened_bias_add_xla_grad_1/PartitionedCall", "XlaCluster") == "cast"
     assert cat("while/bert/layer_0/self/dropout/StatelessRandomUniformFullIntV2",
                "StatelessRandomUniformFullIntV2") == "dropout_rng"
     assert cat("while/bert/layer_0/attention_dropout/mul", "Mul") == "dropout_apply"
