@@ -216,19 +216,7 @@ def _run_bert_tf_under_policy(spec: dict, arrays: dict) -> dict:
     result = {}
     if spec["train_steps"] > 0:
         steps = spec["warmup_steps"] + spec["train_steps"] * spec["passes"]
-        optimizer = create_optimizer(2e-5, steps, max(steps // 10, 1))
-        loss_fn = ner_loss_fn if conll else (
-            lambda outputs, batch: classification_loss(outputs["logits"], batch["label_ids"]))
-        seq = arrays["input_mask"].shape[1]
-        step_fn = make_train_step(model, optimizer, loss_fn,
-                                  padded_length=seq if length else None,
-                                  length_key="input_mask" if length else None,
-                                  fused_kernels=spec["variant"].endswith("_fused"))
         keys = ("input_word_ids", "input_mask", "input_type_ids", "label_ids")
-        signature = {k: tf.TensorSpec([None, None if length else arrays[k].shape[1]]
-                                      if arrays[k].ndim == 2 else [None], tf.as_dtype(
-                                          arrays[k].dtype)) for k in keys}
-        step = tf.function(step_fn, input_signature=[signature])
         batches = [{k: b[k] for k in keys} for b in
                    _batches(arrays, spec["train_batch_size"], steps)]
         if length:
@@ -236,6 +224,19 @@ def _run_bert_tf_under_policy(spec: dict, arrays: dict) -> dict:
         timed = batches[spec["warmup_steps"]:]
         warm = batches[:spec["warmup_steps"]] + (
             _one_per_length(timed, "input_mask") if spec.get("warm_lengths") else [])
+        total = len(warm) + len(timed)  # the schedule covers every step run
+        optimizer = create_optimizer(2e-5, total, max(total // 10, 1))
+        loss_fn = ner_loss_fn if conll else (
+            lambda outputs, batch: classification_loss(outputs["logits"], batch["label_ids"]))
+        seq = arrays["input_mask"].shape[1]
+        step_fn = make_train_step(model, optimizer, loss_fn,
+                                  padded_length=seq if length else None,
+                                  length_key="input_mask" if length else None,
+                                  fused_kernels=spec["variant"].endswith("_fused"))
+        signature = {k: tf.TensorSpec([None, None if length else arrays[k].shape[1]]
+                                      if arrays[k].ndim == 2 else [None], tf.as_dtype(
+                                          arrays[k].dtype)) for k in keys}
+        step = tf.function(step_fn, input_signature=[signature])
         for b in warm:
             step(b)["loss"].numpy()
         result["warm_steps"] = len(warm)
@@ -292,12 +293,16 @@ def _run_hf(spec: dict, arrays: dict) -> dict:
     result = {}
     if spec["train_steps"] > 0:
         steps = spec["warmup_steps"] + spec["train_steps"] * spec["passes"]
-        model.train()
-        optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5, weight_decay=0.01, eps=1e-6)
-        schedule = transformers.get_linear_schedule_with_warmup(optimizer, max(steps // 10, 1),
-                                                                steps)
         batches = [to_torch(_cut_to_longest(b, None)) for b in
                    _batches(arrays, spec["train_batch_size"], steps)]
+        timed = batches[spec["warmup_steps"]:]
+        warm = batches[:spec["warmup_steps"]] + (
+            _one_per_length(timed, "input_ids") if spec.get("warm_lengths") else [])
+        total = len(warm) + len(timed)  # the schedule covers every step run
+        model.train()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5, weight_decay=0.01, eps=1e-6)
+        schedule = transformers.get_linear_schedule_with_warmup(optimizer, max(total // 10, 1),
+                                                                total)
 
         def step(batch):
             with autocast():
@@ -309,9 +314,6 @@ def _run_hf(spec: dict, arrays: dict) -> dict:
             optimizer.zero_grad(set_to_none=True)
             return loss
 
-        timed = batches[spec["warmup_steps"]:]
-        warm = batches[:spec["warmup_steps"]] + (
-            _one_per_length(timed, "input_ids") if spec.get("warm_lengths") else [])
         for b in warm:
             step(b).item()
         result["warm_steps"] = len(warm)
