@@ -258,6 +258,19 @@ def _fmt(mean: float, spread: float, n: int) -> str:
     return f"{mean:.1f} ± {spread:.1f}" if n > 1 else f"{mean:.1f}"
 
 
+def _pretraining_metric_text(rows: list[dict], metric: str) -> str:
+    """The table cell of a variant's pretraining metric over its pretraining seeds' rows: the
+    value (one seed) or mean ± sample standard deviation (several), "pending" before any
+    finishes, "(pending: k of n finished)" while some are left, "—" without the metric."""
+    values = [r["value"] for r in rows if not r.get("pending") and r.get("metric") == metric
+              and r.get("value") is not None]
+    if not values:
+        return "pending" if any(r.get("pending") for r in rows) else "—"
+    text = (f"{values[0]:.2f}" if len(values) == 1 else
+            f"{statistics.fmean(values):.2f} ± {statistics.stdev(values):.2f}")
+    return _pending_text(text, len(values), len(rows)) if len(values) < len(rows) else text
+
+
 def study_section(study: Study, study_rows: list[dict], plots: list[str],
                   output_dir: str) -> list[str]:
     """The markdown of one study: its table (ours beside the paper's), the ordering checks,
@@ -266,10 +279,10 @@ def study_section(study: Study, study_rows: list[dict], plots: list[str],
     tasks = table_columns(summary, study_rows)
     sizes = {r["variant"]: r.get("model") for r in study_rows if r.get("model")}
     sized = any(v.size is not None for v in study.variants)
-    pre = {r["variant"]: r for r in study_rows if r.get("kind") == "pretraining"
-           or r["task"] == "pretraining"}
-    pre.update({r["variant"]: r for r in study_rows if (r.get("kind") == "pretraining"
-                or r["task"] == "pretraining") and not r.get("pending")})  # finished first
+    pre: dict[str, list[dict]] = {}  # variant -> its pretraining rows (one per pretraining seed)
+    for r in study_rows:
+        if r.get("kind") == "pretraining" or r["task"] == "pretraining":
+            pre.setdefault(r["variant"], []).append(r)
     excluded = not_learned(study_rows)
     pending = pending_cells(study_rows)  # an interim report's unfinished cells
     baseline = baselines_of(study_rows)
@@ -311,10 +324,7 @@ def study_section(study: Study, study_rows: list[dict], plots: list[str],
         if under:
             cells[0] += f" (not learned: {', '.join(under)})"
         if study.pretraining_metric:
-            p = pre.get(v.name)
-            cells.append("pending" if p and p.get("pending") else
-                         f"{p['value']:.2f}" if p and p["metric"] == study.pretraining_metric
-                         and p["value"] is not None else "—")
+            cells.append(_pretraining_metric_text(pre.get(v.name, []), study.pretraining_metric))
         for t in tasks:
             done, total = pending.get((v.name, t), (0, 0))
             if epoch_numbers:
@@ -369,8 +379,14 @@ def study_section(study: Study, study_rows: list[dict], plots: list[str],
                      + (f"; pending (left out until all their cells finish): "
                         f"{', '.join(waiting)}" if waiting else ""))
     if study.pretraining_metric and study.pretraining_paper_column:
-        ppl = {(name, "ppl"): (float(r["value"]), 0.0, 1) for name, r in pre.items()
-               if r["metric"] == study.pretraining_metric and r["value"] is not None}
+        ppl = {}  # over the finished pretraining seeds: (mean, sample sd, n)
+        for name, rows in pre.items():
+            values = [float(r["value"]) for r in rows if not r.get("pending")
+                      and r.get("metric") == study.pretraining_metric
+                      and r.get("value") is not None]
+            if values:
+                ppl[(name, "ppl")] = (statistics.fmean(values), statistics.stdev(values)
+                                      if len(values) > 1 else 0.0, len(values))
         if ppl:
             o = ordering(study, ppl, "ppl", column=study.pretraining_paper_column,
                          lower_is_better=True)
@@ -378,7 +394,7 @@ def study_section(study: Study, study_rows: list[dict], plots: list[str],
                          f"{study.pretraining_paper_column} column (lower is better): "
                          f"{'holds' if o['holds'] else 'does not hold'} ({o['agree']} of "
                          f"{o['pairs']} pairs in the paper's order, {o['ties']} tied)")
-        elif any(r.get("pending") for r in pre.values()):
+        elif any(r.get("pending") for rows in pre.values() for r in rows):
             lines.append("- Held-out masked-LM perplexity: pending (pretraining cells not "
                          "finished)")
         else:
