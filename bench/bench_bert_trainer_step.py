@@ -71,10 +71,16 @@ def toggle_ab(args: argparse.Namespace) -> dict:
     step_built, close = bert_pretraining_step(args.precision, args.batch, args.seq, args.masked)
     *parents, attr = args.toggle.split(".")
     owner = step_built.trainer.model
-    for name in parents:
-        owner = getattr(owner, name)
-    built = getattr(owner, attr)
+    try:
+        for name in parents:
+            owner = getattr(owner, name)
+        built = getattr(owner, attr)
+    except AttributeError as e:
+        close()
+        raise SystemExit(f"--toggle {args.toggle}: no such attribute on the trainer's model "
+                         f"({e})") from None
     if not isinstance(built, bool):
+        close()
         raise SystemExit(f"--toggle {args.toggle}: expected a bool attribute, found "
                          f"{type(built).__name__} {built!r}")
     try:

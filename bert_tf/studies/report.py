@@ -258,12 +258,17 @@ def _fmt(mean: float, spread: float, n: int) -> str:
     return f"{mean:.1f} ± {spread:.1f}" if n > 1 else f"{mean:.1f}"
 
 
+def _finished_values(rows: list[dict], metric: str) -> list[float]:
+    """The values of `metric` in the finished rows among `rows` (a variant's pretraining seeds)."""
+    return [float(r["value"]) for r in rows if not r.get("pending")
+            and r.get("metric") == metric and r.get("value") is not None]
+
+
 def _pretraining_metric_text(rows: list[dict], metric: str) -> str:
     """The table cell of a variant's pretraining metric over its pretraining seeds' rows: the
     value (one seed) or mean ± sample standard deviation (several), "pending" before any
     finishes, "(pending: k of n finished)" while some are left, "—" without the metric."""
-    values = [r["value"] for r in rows if not r.get("pending") and r.get("metric") == metric
-              and r.get("value") is not None]
+    values = _finished_values(rows, metric)
     if not values:
         return "pending" if any(r.get("pending") for r in rows) else "—"
     text = (f"{values[0]:.2f}" if len(values) == 1 else
@@ -381,9 +386,7 @@ def study_section(study: Study, study_rows: list[dict], plots: list[str],
     if study.pretraining_metric and study.pretraining_paper_column:
         ppl = {}  # over the finished pretraining seeds: (mean, sample sd, n)
         for name, rows in pre.items():
-            values = [float(r["value"]) for r in rows if not r.get("pending")
-                      and r.get("metric") == study.pretraining_metric
-                      and r.get("value") is not None]
+            values = _finished_values(rows, study.pretraining_metric)
             if values:
                 ppl[(name, "ppl")] = (statistics.fmean(values), statistics.stdev(values)
                                       if len(values) > 1 else 0.0, len(values))
