@@ -258,17 +258,38 @@ def _fmt(mean: float, spread: float, n: int) -> str:
     return f"{mean:.1f} ± {spread:.1f}" if n > 1 else f"{mean:.1f}"
 
 
-def _finished_values(rows: list[dict], metric: str) -> list[float]:
-    """The values of `metric` in the finished rows among `rows` (a variant's pretraining seeds)."""
-    return [float(r["value"]) for r in rows if not r.get("pending")
-            and r.get("metric") == metric and r.get("value") is not None]
+SHARED_PERPLEXITY = "shared_held_out_perplexity"
 
 
-def _pretraining_metric_text(rows: list[dict], metric: str) -> str:
+def _finished_rows(rows: list[dict], metric: str) -> list[dict]:
+    """The finished rows among `rows` (pretraining seeds' rows) that measured `metric`."""
+    return [r for r in rows if not r.get("pending") and r.get("metric") == metric
+            and r.get("value") is not None]
+
+
+def _finished_values(rows: list[dict], metric: str, shared: bool = False) -> list[float]:
+    """The values of `metric` in the finished rows among `rows` (a variant's pretraining
+    seeds); with `shared`, each row's perplexity on the study's shared held-out file."""
+    return [float(r[SHARED_PERPLEXITY] if shared else r["value"])
+            for r in _finished_rows(rows, metric)]
+
+
+def uses_shared_held_out(pre: dict[str, list[dict]], metric: str | None) -> bool:
+    """Whether a study's held-out perplexity column and ordering read the shared held-out file
+    (every variant and pretraining seed scored on the same masked sequences, what the claims
+    test): when every finished pretraining row has its figure. Otherwise (a `held_out` cell
+    not finished yet, or none at this scale) they read each pretraining cell's own held-out
+    evaluation, whose masking draw follows its pretraining seed, for every row alike."""
+    finished = [r for rows in pre.values() for r in _finished_rows(rows, metric or "")]
+    return bool(finished) and all(r.get(SHARED_PERPLEXITY) is not None for r in finished)
+
+
+def _pretraining_metric_text(rows: list[dict], metric: str, shared: bool = False) -> str:
     """The table cell of a variant's pretraining metric over its pretraining seeds' rows: the
     value (one seed) or mean ± sample standard deviation (several), "pending" before any
-    finishes, "(pending: k of n finished)" while some are left, "—" without the metric."""
-    values = _finished_values(rows, metric)
+    finishes, "(pending: k of n finished)" while some are left, "—" without the metric.
+    `shared`: the rows' shared held-out file perplexities (`uses_shared_held_out`)."""
+    values = _finished_values(rows, metric, shared)
     if not values:
         return "pending" if any(r.get("pending") for r in rows) else "—"
     text = (f"{values[0]:.2f}" if len(values) == 1 else
@@ -288,6 +309,7 @@ def study_section(study: Study, study_rows: list[dict], plots: list[str],
     for r in study_rows:
         if r.get("kind") == "pretraining" or r["task"] == "pretraining":
             pre.setdefault(r["variant"], []).append(r)
+    shared = uses_shared_held_out(pre, study.pretraining_metric)
     excluded = not_learned(study_rows)
     pending = pending_cells(study_rows)  # an interim report's unfinished cells
     baseline = baselines_of(study_rows)
@@ -329,7 +351,8 @@ def study_section(study: Study, study_rows: list[dict], plots: list[str],
         if under:
             cells[0] += f" (not learned: {', '.join(under)})"
         if study.pretraining_metric:
-            cells.append(_pretraining_metric_text(pre.get(v.name, []), study.pretraining_metric))
+            cells.append(_pretraining_metric_text(pre.get(v.name, []), study.pretraining_metric,
+                                                  shared))
         for t in tasks:
             done, total = pending.get((v.name, t), (0, 0))
             if epoch_numbers:
@@ -386,15 +409,18 @@ def study_section(study: Study, study_rows: list[dict], plots: list[str],
     if study.pretraining_metric and study.pretraining_paper_column:
         ppl = {}  # over the finished pretraining seeds: (mean, sample sd, n)
         for name, rows in pre.items():
-            values = _finished_values(rows, study.pretraining_metric)
+            values = _finished_values(rows, study.pretraining_metric, shared)
             if values:
                 ppl[(name, "ppl")] = (statistics.fmean(values), statistics.stdev(values)
                                       if len(values) > 1 else 0.0, len(values))
         if ppl:
             o = ordering(study, ppl, "ppl", column=study.pretraining_paper_column,
                          lower_is_better=True)
-            lines.append(f"- Ordering of the held-out masked-LM perplexity vs the paper's "
-                         f"{study.pretraining_paper_column} column (lower is better): "
+            source = ("every model scored on the study's shared held-out file" if shared else
+                      "each pretraining cell's own held-out masking draw: the shared file's "
+                      "cells are not all finished")
+            lines.append(f"- Ordering of the held-out masked-LM perplexity ({source}) vs "
+                         f"the paper's {study.pretraining_paper_column} column (lower is better): "
                          f"{'holds' if o['holds'] else 'does not hold'} ({o['agree']} of "
                          f"{o['pairs']} pairs in the paper's order, {o['ties']} tied)")
         elif any(r.get("pending") for rows in pre.values() for r in rows):

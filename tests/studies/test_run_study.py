@@ -265,7 +265,8 @@ def test_new_studies_on_a_reduced_grid(tmp_path):
     assert 0.5 * ppl[0]["value"] < shared < 2.0 * ppl[0]["value"], (shared, ppl[0]["value"])
     # (10 pretraining steps: the row may be marked as under its gate, the topic task's baseline)
     assert re.search(r"\| #L=3 #H=768 #A=12( \(not learned: topic\))? \| L1/H64/A2 \| "
-                     + re.escape(f"{ppl[0]['value']:.2f}") + r" \|", md)
+                     + re.escape(f"{shared:.2f}") + r" \|", md)
+    assert "perplexity (every model scored on the study's shared held-out file)" in md
     zero = sorted((r["steps"], r["value"]) for r in rows if r["kind"] == "zero_shot")
     assert [s for s, _ in zero] == [0, 10] and all(0 <= v <= 100 for _, v in zero)
     assert "Zero-shot heuristic on topic" in md
