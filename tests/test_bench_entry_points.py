@@ -72,3 +72,20 @@ def test_bert_trainer_step_bench_toggles_a_model_setting_in_one_process(tmp_path
          "masked_lm.config", "--rounds", "1", "--warmup", "1", "--batch", "2", "--seq", "16",
          "--masked", "2"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert bad.returncode != 0 and "expected a bool attribute" in bad.stderr
+
+
+@pytest.mark.long
+def test_fused_kernels_bench_times_the_library_kernels(tmp_path):
+    """bench_fused_kernels.py at a tiny shape: every case timed, the XLA pass counts read from
+    the optimised HLO, and its dropped alternatives compute the library kernels' gradients."""
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "bench_fused_kernels.py"), "--rows", "64", "--hidden", "32",
+         "--rounds", "1", "--calls", "2", "--dtypes", "float32"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads(proc.stdout)["by_dtype"]["float32"]
+    assert {"layer_norm_forward", "layer_norm_backward", "bias_gelu_forward",
+            "bias_gelu_backward", "plain_xla_scale_add"} <= set(report)
+    assert all(report[k]["rounds_ms"][0] > 0 for k in ("layer_norm_forward", "bias_gelu_forward"))
+    assert all(n >= 1 for n in report["hlo_kernels"].values())
+    assert max(report["alternatives_max_rel_diff"].values()) < 1e-4
