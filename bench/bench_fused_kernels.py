@@ -88,6 +88,9 @@ def measure(dtype_name: str) -> dict:
 
     from bert_tf.modeling import fused
 
+    kernels = fused.xla_kernels()
+    ln_forward, ln_backward = kernels["layer_norm_forward"], kernels["layer_norm_backward"]
+    gelu_forward, gelu_backward = kernels["bias_gelu_forward"], kernels["bias_gelu_backward"]
     rows, h = FLAGS.rows, FLAGS.hidden
     dtype = tf.as_dtype(dtype_name)
     rng = np.random.default_rng(0)
@@ -100,8 +103,8 @@ def measure(dtype_name: str) -> dict:
     eps = tf.constant(1e-12, tf.float32)
     wide = tf.constant(rng.standard_normal((rows, 4 * h)), dtype)
     bias = tf.constant(rng.standard_normal(4 * h) * 0.1, dtype)
-    _, normalized, rstd = fused._forward(x, keep, residual, gamma, beta, eps, None, scale)
-    _, gelu_x, gelu_t = fused._bias_gelu_forward(wide, bias)
+    _, normalized, rstd = ln_forward(x, keep, residual, gamma, beta, eps, None, scale)
+    _, gelu_x, gelu_t = gelu_forward(wide, bias)
     upstream = tf.constant(rng.standard_normal((rows, h)), dtype)
     wide_upstream = tf.constant(rng.standard_normal((rows, 4 * h)), dtype)
 
@@ -151,15 +154,15 @@ def measure(dtype_name: str) -> dict:
     cases = {
         "chain_only": (lambda v: v, 0),
         "plain_xla_scale_add": (lambda v: scale_add(v, residual), 3 * n * isz),
-        "layer_norm_forward": (lambda v: fused._forward(v, keep, residual, gamma, beta, eps,
+        "layer_norm_forward": (lambda v: ln_forward(v, keep, residual, gamma, beta, eps,
                                                         None, scale)[0],
                                n * (3 * isz + 1 + f32)),
-        "layer_norm_backward": (lambda v: fused._backward(v, keep, normalized, rstd, gamma,
+        "layer_norm_backward": (lambda v: ln_backward(v, keep, normalized, rstd, gamma,
                                                           scale, False)[0],
                                 n * (3 * isz + 1 + f32)),
-        "bias_gelu_forward": (lambda v: fused._bias_gelu_forward(
+        "bias_gelu_forward": (lambda v: gelu_forward(
             tf.tile(v, [1, 4]), bias)[0], nw * (2 * isz + 2 * f32)),
-        "bias_gelu_backward": (lambda v: fused._bias_gelu_backward(
+        "bias_gelu_backward": (lambda v: gelu_backward(
             tf.tile(v, [1, 4]), gelu_x, gelu_t)[0], nw * (2 * isz + 2 * f32)),
         "tile_only": (lambda v: tf.tile(v, [1, 4]), 0),
         "bias_gelu_forward_backward": (lambda v: grad_of(
@@ -215,12 +218,12 @@ def measure(dtype_name: str) -> dict:
     result["batch_norm_layer_norm_speed"] = round(
         ms["fused_layer_norm_forward_backward"] / ms["fused_batch_norm_layer_norm"], 3)
     result["hlo_kernels"] = {
-        "layer_norm_forward": hlo_kernels(fused._forward, x, keep, residual, gamma, beta, eps,
+        "layer_norm_forward": hlo_kernels(ln_forward, x, keep, residual, gamma, beta, eps,
                                           None, scale),
-        "layer_norm_backward": hlo_kernels(fused._backward, upstream, keep, normalized, rstd,
+        "layer_norm_backward": hlo_kernels(ln_backward, upstream, keep, normalized, rstd,
                                            gamma, scale, False),
-        "bias_gelu_forward": hlo_kernels(fused._bias_gelu_forward, wide, bias),
-        "bias_gelu_backward": hlo_kernels(fused._bias_gelu_backward, wide_upstream, gelu_x,
+        "bias_gelu_forward": hlo_kernels(gelu_forward, wide, bias),
+        "bias_gelu_backward": hlo_kernels(gelu_backward, wide_upstream, gelu_x,
                                           gelu_t)}
     return result
 

@@ -204,6 +204,19 @@ def _bias_gelu(h, bias):
     return y, grad
 
 
+def xla_kernels() -> dict:
+    """The XLA-compiled functions behind `dropout_residual_layer_norm` and `bias_gelu`, by name,
+    for benchmarks that time or inspect one kernel alone (`bench/bench_fused_kernels.py`):
+
+    - "layer_norm_forward"(x, mask, residual, gamma, beta, epsilon, bias, keep_scale) ->
+      (y, normalized, rstd); "layer_norm_backward"(dy, mask, normalized, rstd, gamma,
+      keep_scale, with_bias) -> (dx, dsum, dgamma, dbeta, dbias);
+    - "bias_gelu_forward"(h, bias) -> (y, x, t); "bias_gelu_backward"(dy, x, t) -> (dx, dbias).
+    """
+    return {"layer_norm_forward": _forward, "layer_norm_backward": _backward,
+            "bias_gelu_forward": _bias_gelu_forward, "bias_gelu_backward": _bias_gelu_backward}
+
+
 # --- a 16-bit product widened to float32, plus a float32 bias --------------------------------------
 
 @tf.function(jit_compile=True, autograph=False)

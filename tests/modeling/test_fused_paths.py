@@ -374,3 +374,24 @@ def test_fused_block_inside_a_jit_compiled_step():
 
     for a, b in zip(*_gpt_block_runs(forwards, [8, 9])):
         assert_close_f32(b, a)
+
+
+def test_xla_kernels_are_the_fused_paths_kernels():
+    """`fused.xla_kernels()` (for benchmarks) hands out the kernels the public functions run:
+    their forward outputs equal the public functions' bit for bit."""
+    from bert_tf.modeling import fused
+
+    kernels = fused.xla_kernels()
+    rng = np.random.default_rng(7)
+    h = tf.constant(rng.normal(size=(16, 32)), tf.float32)
+    bias = tf.constant(rng.normal(size=32), tf.float32)
+    np.testing.assert_array_equal(kernels["bias_gelu_forward"](h, bias)[0], bias_gelu(h, bias))
+    residual = tf.constant(rng.normal(size=(16, 32)), tf.float32)
+    keep = tf.constant(rng.random((16, 32)) >= 0.1)
+    gamma, beta = tf.ones([32]), tf.zeros([32])
+    y = kernels["layer_norm_forward"](h, keep, residual, gamma, beta, tf.constant(1e-12), None,
+                                      tf.constant(1 / 0.9))[0]
+    np.testing.assert_array_equal(
+        y, dropout_residual_layer_norm(h, keep, residual, gamma, beta, 1e-12, keep_scale=1 / 0.9))
+    assert set(kernels) == {"layer_norm_forward", "layer_norm_backward", "bias_gelu_forward",
+                            "bias_gelu_backward"}
