@@ -416,9 +416,10 @@ def study_section(study: Study, study_rows: list[dict], plots: list[str],
         if ppl:
             o = ordering(study, ppl, "ppl", column=study.pretraining_paper_column,
                          lower_is_better=True)
+            waiting = any(r.get("held_out_pending") for rows in pre.values() for r in rows)
             source = ("every model scored on the study's shared held-out file" if shared else
-                      "each pretraining cell's own held-out masking draw: the shared file's "
-                      "cells are not all finished")
+                      "each pretraining cell's own held-out masking draw"
+                      + (": the shared file's cells are not all finished" if waiting else ""))
             lines.append(f"- Ordering of the held-out masked-LM perplexity ({source}) vs "
                          f"the paper's {study.pretraining_paper_column} column (lower is better): "
                          f"{'holds' if o['holds'] else 'does not hold'} ({o['agree']} of "
