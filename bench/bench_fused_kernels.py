@@ -45,12 +45,19 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.p
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("threads", 0, "intra-op threads (0: all cores); one inter-op thread")
-flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "the kernels' input dtypes")
+DTYPES = ("float32", "bfloat16")
+flags.DEFINE_list("dtypes", list(DTYPES), "the kernels' input dtypes (float32, bfloat16)")
 flags.DEFINE_integer("rounds", 5, "alternating rounds; the median is reported")
 flags.DEFINE_integer("calls", 20, "chained calls per timed traced function")
 flags.DEFINE_integer("rows", 4096, "rows (batch x positions)")
 flags.DEFINE_integer("hidden", 256, "H; the GELU runs over [rows, 4H]")
 flags.DEFINE_bool("xla_flag_sweep", False, "one child process per XLA flag set")
+flags.register_validator("dtypes", lambda v: bool(v) and set(v) <= set(DTYPES),
+                         message=f"--dtypes: a comma-separated subset of {', '.join(DTYPES)}")
+for _name in ("threads", "rounds", "calls", "rows", "hidden"):
+    flags.register_validator(_name, lambda v, n=_name: v >= (0 if n == "threads" else 1),
+                             message=f"--{_name}: expected an integer >= "
+                                     f"{0 if _name == 'threads' else 1}")
 
 SWEEP = {"default": "", "ynn_fusions_off": "--xla_cpu_experimental_ynn_fusion_type=",
          "vector_width_512": "--xla_cpu_prefer_vector_width=512",

@@ -27,6 +27,12 @@ def column_of(row: dict) -> str:
     return row.get("column") or row["task"]
 
 
+def mean_spread(values: list[float]) -> tuple[float, float, int]:
+    """(mean, sample standard deviation (0 for one value), n) of a non-empty list."""
+    return (statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0,
+            len(values))
+
+
 def summarise(rows: list[dict]) -> dict:
     """{(variant, column): (mean, spread, n)} over seeds of the fine-tuning rows (column: the
     task, or a NER column's name, `column_of`); spread is the sample standard deviation (0 for
@@ -36,8 +42,7 @@ def summarise(rows: list[dict]) -> dict:
         if r.get("kind", "finetuning") == "finetuning" and r["task"] != "pretraining" \
                 and not r.get("pending"):
             groups.setdefault((r["variant"], column_of(r)), []).append(float(r["value"]))
-    return {k: (statistics.fmean(v), statistics.stdev(v) if len(v) > 1 else 0.0, len(v))
-            for k, v in groups.items()}
+    return {k: mean_spread(v) for k, v in groups.items()}
 
 
 def pending_cells(rows: list[dict]) -> dict:
@@ -411,8 +416,7 @@ def study_section(study: Study, study_rows: list[dict], plots: list[str],
         for name, rows in pre.items():
             values = _finished_values(rows, study.pretraining_metric, shared)
             if values:
-                ppl[(name, "ppl")] = (statistics.fmean(values), statistics.stdev(values)
-                                      if len(values) > 1 else 0.0, len(values))
+                ppl[(name, "ppl")] = mean_spread(values)
         if ppl:
             o = ordering(study, ppl, "ppl", column=study.pretraining_paper_column,
                          lower_is_better=True)
