@@ -500,9 +500,9 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
         queue = [(kind, key) for _, kind, key in grid_order(
             studies, scale, pseeds, seeds, pre_cells, ft_cells, cloze_cells, held_cells,
             zs_cells, pre_key, ft_key)]
-        # Readers of a variant not learned (its pretraining under its gate, re-run included)
-        # run after everything else: they cannot change a verdict (`unlearned_readers`).
-        run_jobs(queue, jobs, unlearned_readers(studies, scale, seeds, g, store), say,
+        # Cells whose claims their gates already decided run after everything else: they
+        # cannot change a verdict (`moot_jobs`).
+        run_jobs(queue, jobs, moot_jobs(studies, scale, seeds, options, g, store), say,
                  lambda n: bar.set_postfix_str(f"waiting for {n} cells another process runs"))
     finally:
         bar.close()
@@ -528,7 +528,7 @@ def retry_cell(key: str, v, scale) -> tuple[float, str]:
 
 
 def assemble_rows(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions,
-                  g: dict, found: dict) -> tuple[list[dict], dict]:
+                  g: dict, found: dict, bootstrap: bool = True) -> tuple[list[dict], dict]:
     """The rows of results.json from the grid `g` (`build_grid`) and the cells' results
     `found`: {"pre_results", "pre_gates", "pre_used", "base_results", "ft_results",
     "cloze_results", "held_results", "zs_results"}, each cell key (task name for
@@ -537,7 +537,9 @@ def assemble_rows(studies: list[Study], scale, seeds: list[int], options: StudyR
     interim report (`--report_only`) only the finished ones: a cell missing from `found` gives
     a row with "pending": true and "value": null (a pretraining row whose shared held-out
     cell is not finished: "held_out_pending": true), and a claim reading one gets the verdict
-    "pending" (`claim_rows`). Returns (rows, per_example: id(row) -> `PerExample`)."""
+    "pending" (`claim_rows`). bootstrap=False leaves out each cell's bootstrap interval and
+    the claim rows (what the grid's own ordering reads, `moot_jobs`, needs only the gates).
+    Returns (rows, per_example: id(row) -> `PerExample`)."""
     from bert_tf.studies import gates, statistics
     from bert_tf.studies.data import task_metric
 
@@ -652,7 +654,8 @@ def assemble_rows(studies: list[Study], scale, seeds: list[int], options: StudyR
                                    gate_passed=task_gate(r["value"], baseline, pre_gate))
                         if "per_example" in r:
                             cell_pe = statistics.PerExample.from_json(r["per_example"])
-                            row.update(statistics.cell_interval(cell_pe))
+                            if bootstrap:
+                                row.update(statistics.cell_interval(cell_pe))
                             per_example[id(row)] = cell_pe
                         rows.append(row)
                         for p in r.get("per_epoch", []):
@@ -680,7 +683,8 @@ def assemble_rows(studies: list[Study], scale, seeds: list[int], options: StudyR
                 continue
             row["gate_passed"] = task_gate(r["value"], baseline, pre_gate)
             cell_pe = statistics.PerExample.from_json(r["per_example"])
-            row.update(statistics.cell_interval(cell_pe))
+            if bootstrap:
+                row.update(statistics.cell_interval(cell_pe))
             per_example[id(row)] = cell_pe
             rows.append(row)
         for key, (v, task) in g["zs_cells"].items():
@@ -701,7 +705,9 @@ def assemble_rows(studies: list[Study], scale, seeds: list[int], options: StudyR
                              "cpu_s": r.get("cpu_s"),
                              "command": r.get("command", command),
                              "majority_class": r["majority_class"]})
-        rows += claim_rows(study, [r for r in rows if r["study"] == study.name], per_example)
+        if bootstrap:
+            rows += claim_rows(study, [r for r in rows if r["study"] == study.name],
+                               per_example)
     return rows, per_example
 
 
@@ -857,75 +863,93 @@ def grid_progress(studies, scale, seeds: list[int], g: dict, store: CellStore
     return found, cells, progress
 
 
-def unlearned_readers(studies, scale, seeds: list[int], g: dict, store: CellStore
-                      ) -> Callable[[str, str], str | None]:
+MOOT_REFRESH_S = 120.0
+"""Seconds between two readings of the finished cells by `moot_jobs` (each one reads every
+DONE.json of the grid and its gates: a few seconds)."""
+
+
+def moot_jobs(studies, scale, seeds: list[int], options: StudyRunOptions, g: dict,
+              store: CellStore, refresh_s: float = MOOT_REFRESH_S
+              ) -> Callable[[str, str], str | None]:
     """Which jobs of the grid cannot change a verdict any more, to run after all the others
-    (`_run`; nothing is skipped: they still fill the tables).
+    (`run_jobs`; nothing is skipped: they still fill the tables).
 
-    A variant whose pretraining (any seed) finished under its gate, its re-run included, is
-    not learned in every column it has (`statistics.verdicts`: a (variant, column) passes
-    only when all its cells pass), and a claim whose better side, or either side of an expected
-    null, is not learned is inconclusive whatever the scores. So the cells that only feed
-    such a variant, unless one of the variant names they feed is the worse side of an
-    ordering claim (a model that learned nothing is a valid worse side), and its other
-    pretraining seeds, are moot for the claims. Returns job -> the failed pretraining cell's
-    key (a moot job), or None; the gates are read from the finished cells in `store`, a
-    failure once seen being final."""
+    A claim is decided before its cells finish when its gates already make it inconclusive
+    (`statistics.not_learned_reason`): its better side, or a side of an expected null, has a
+    finished cell under its task's gate, or a finished pretraining under its gate, its re-run
+    included (`gates_so_far`); that is final, as a (variant, column) passes only when all its
+    cells do. A cell is moot when no claim reads it or every claim reading it is decided; a
+    pretraining when every cell reading its weights (`pretraining_readers`) is, a zero-shot
+    curve never. At a scale without a pretraining gate (tiny, a smoke test) nothing is moot.
+    Returns job -> why it is moot, or None. The gates are read
+    from the finished cells in `store` (`grid_progress`, then `assemble_rows` without the
+    bootstrap) at most every `refresh_s` seconds: a cell that finished since may be run in
+    its place meanwhile, never skipped."""
+    from bert_tf.studies import statistics
     from bert_tf.studies.declarations import CLAIMS
-    from bert_tf.studies.gates import pretraining_gate
 
-    pre_cells, ft_cells, pre_key, ft_key = g["pre_cells"], g["ft_cells"], g["pre_key"], \
-        g["ft_key"]
-    names = {s.name for s in studies}
-    worse = {c.worse for c in CLAIMS if c.study in names and not c.expected_null}
-    by_pretraining: dict[str, set[str]] = {}  # pretraining_cell -> the variant names reading it
-    by_finetuning: dict[str, set[str]] = {}
+    if scale.pretraining_gate is None:
+        return lambda kind, key: None
+    pre_key = g["pre_key"]
+    sides: dict[tuple[str, str], set] = {}  # job -> the claim sides (study, variant, column)
     for study in studies:
-        for v in study.variants:
-            if v.pretraining_key:
-                by_pretraining.setdefault(v.pretraining_cell(scale), set()).add(v.name)
         for e in study.evaluations(scale):
-            if e.run.pretraining_key:
-                by_pretraining.setdefault(e.run.pretraining_cell(scale), set()).add(
-                    e.variant.name)
             for p in g["variant_pseeds"](e.run):
                 for seed in seeds:
-                    by_finetuning.setdefault(ft_key(e.run, e.task, p, seed), set()).add(
-                        e.variant.name)
-    decided: dict[str, bool] = {}  # pretraining key -> under its gate (final outcomes only)
+                    sides.setdefault(("finetuning", g["ft_key"](e.run, e.task, p, seed)),
+                                     set()).add((study.name, e.variant.name, e.column))
+        if study.cloze:
+            for key, (v, _) in g["cloze_cells"].items():
+                if any(x is v for x in study.variants):
+                    sides.setdefault(("cloze", key), set()).add((study.name, v.name, "cloze"))
+        if study.pretraining_paper_column:
+            for v in study.variants:
+                for p in g["pseeds"] if v.pretraining_key else []:
+                    key = f"{pre_key(v, p)}/held_out_mlm/seed{options.seed}"
+                    if key in g["held_cells"]:
+                        sides.setdefault(("held_out", key), set()).add(
+                            (study.name, v.name, study.pretraining_paper_column))
+    reading: dict[tuple[str, str, str], list] = {}  # claim side -> the claims reading it
+    for study in studies:
+        for c in CLAIMS:
+            if c.study == study.name:
+                for name in (c.better, c.worse):
+                    reading.setdefault((study.name, name, c.column), []).append(c)
+    readers = pretraining_readers(g, options)
+    state: dict = {"at": None, "decided": set()}
 
-    def under_gate(key: str) -> bool:
-        """The pretraining cell `key` and its re-run both finished under the gate (read from
-        the cells until the outcome is final: a run that passed, or the re-run finished)."""
-        if scale.pretraining_gate is None:  # no gate at this scale: nothing fails it
-            return False
-        if key in decided:
-            return decided[key]
-        v = pre_cells[key][0]
-        for attempt in (key, retry_cell(key, v, scale)[1]):  # the first run, then its re-run
-            result = store.result("pretraining", f"{g['budget']}/{attempt}")
-            if result is None:
-                return False  # not finished: asked again later
-            if pretraining_gate(scale.pretraining_gate, v.model, result.get("curve", []),
-                                result["steps"])["gate_passed"]:
-                decided[key] = False
-                return False
-        decided[key] = True
-        return True
+    def decided() -> set:
+        """The claims (by name) decided by their gates, read again every `refresh_s`."""
+        now = time.monotonic()
+        if state["at"] is None or now - state["at"] >= refresh_s:
+            found, _, _ = grid_progress(studies, scale, seeds, g, store)
+            rows, per_example = assemble_rows(studies, scale, seeds, options, g, found,
+                                              bootstrap=False)
+            names = set()
+            for study in studies:
+                passed = gates_so_far(scored_rows(
+                    study, [r for r in rows if r["study"] == study.name], per_example))
+                names |= {c.name for c in CLAIMS if c.study == study.name
+                          and statistics.not_learned_reason(c, passed)}
+            state.update(at=now, decided=names)
+        return state["decided"]
+
+    def moot_cell(job: tuple[str, str]) -> str | None:
+        claims = {c.name for side in sides.get(job, ()) for c in reading.get(side, ())}
+        if not claims:
+            return "no claim reads it"
+        if claims <= decided():
+            return (f"every claim reading it is decided by its gates "
+                    f"({', '.join(sorted(claims))})")
+        return None
 
     def moot(kind: str, key: str) -> str | None:
-        if kind == "finetuning":
-            v = ft_cells[key][0]
-            readers = by_finetuning.get(key, set())
-        elif kind in ("pretraining", "cloze", "held_out"):
-            v = pre_cells[key][0] if kind == "pretraining" else \
-                g["cloze_cells" if kind == "cloze" else "held_cells"][key][0]
-            readers = by_pretraining.get(v.pretraining_cell(scale), set())
-        else:
+        if kind == "pretraining":
+            jobs = readers.get(key, [])
+            if jobs and all(moot_cell(job) for job in jobs):
+                return "every cell reading its weights is moot"
             return None
-        if not v.pretraining_key or readers & worse:
-            return None
-        return next((k for k in (pre_key(v, p) for p in g["pseeds"]) if under_gate(k)), None)
+        return moot_cell((kind, key)) if kind in ("finetuning", "cloze", "held_out") else None
 
     return moot
 
@@ -935,19 +959,19 @@ def run_jobs(queue: list[tuple[str, str]], jobs: dict, moot: Callable[[str, str]
     """Runs `jobs[kind](key)` for each (kind, key) of `queue`, in order, over passes: a job
     raising CellBusy (another process runs the cell) is put off to the next pass, with a
     `BUSY_POLL_S` sleep when a whole pass was put off (`waiting(n)` first); a job for which
-    `moot` names a failed pretraining is put off until every other job is done, then run
-    in a last series of passes in its order."""
+    `moot` gives a reason (`moot_jobs`) is put off until every other job is done, then run
+    in a last series of passes in its order (each reason said once)."""
     later: list[tuple[str, str]] = []
     last_pass, said = False, set()
     while queue:  # passes over the grid; a pass puts off the cells another process runs
         deferred = []
         for kind, key in queue:
-            failed = None if last_pass else moot(kind, key)
-            if failed:
-                if failed not in said:
-                    said.add(failed)
-                    say(f"pretraining/{failed}: under its gate, its re-run too; the cells "
-                        f"that only read it run last (they cannot change a verdict)")
+            reason = None if last_pass else moot(kind, key)
+            if reason:
+                if reason not in said:
+                    said.add(reason)
+                    say(f"{kind}/{key} runs last, and every cell moot for the same reason "
+                        f"(it cannot change a verdict): {reason}")
                 later.append((kind, key))
                 continue
             try:
@@ -1149,6 +1173,39 @@ def _baselines(task_name: str, task, scale, data: dict, seed: int = 12345) -> di
             **baselines.task_baselines(task, task_metric(task_name), tokenizer.tokenize, seq)}
 
 
+def scored_rows(study: Study, study_rows: list[dict], per_example: dict
+                ) -> list[tuple[tuple[str, str], dict]]:
+    """The rows of `study` its claims read, each with its side (variant, column): the
+    fine-tuning rows (the cloze probe's included) and the pretraining rows with per-sequence
+    scores on the shared held-out file (in `per_example`, `assemble_rows`), or waiting for
+    them (the study's perplexity column)."""
+    from bert_tf.studies.report import column_of
+
+    out = []
+    for r in study_rows:
+        if r.get("kind") == "finetuning":
+            out.append(((r["variant"], column_of(r)), r))
+        elif r.get("kind") == "pretraining" and (id(r) in per_example
+                                                 or r.get("held_out_pending")):
+            out.append(((r["variant"], study.pretraining_paper_column), r))
+    return out
+
+
+def gates_so_far(scored: list[tuple[tuple[str, str], dict]]) -> dict[tuple[str, str], bool]:
+    """(variant, column) -> whether its rows (`scored_rows`) passed their gates so far: False
+    once one is known to be under its gate (a finished row with "gate_passed": false, or a
+    pending one whose pretraining finished under its gate, "pretraining_gate_passed": false),
+    which is final; True while every finished row whose gate is known passed."""
+    passed: dict = {}
+    for key, r in scored:
+        if r.get("pretraining_gate_passed") is False:
+            passed[key] = False
+        elif not (r.get("pending") or r.get("held_out_pending")
+                  or ("gate_passed" in r and r["gate_passed"] is None)):
+            passed[key] = passed.get(key, True) and bool(r.get("gate_passed", True))
+    return passed
+
+
 def claim_rows(study: Study, study_rows: list[dict], per_example: dict) -> list[dict]:
     """The verdict of every declared claim of `study` (`declarations.CLAIMS`) on its rows, as
     rows of kind "claim" (`statistics.judge_claims`: paired bootstrap, Holm within the study,
@@ -1159,44 +1216,38 @@ def claim_rows(study: Study, study_rows: list[dict], per_example: dict) -> list[
     Interim reports (`--report_only`): a claim with a side whose cells are not all finished
     (rows "pending" or "held_out_pending", or a finished row whose gate is not known yet,
     "gate_passed": null) gets the verdict "pending" with "cells_finished" / "cells_needed"
-    (both sides' cells). The finished claims keep their place in the claims list (the
+    (both sides' cells), unless its gates already decide it (`statistics.not_learned_reason`:
+    a finished cell of its better side, or of a side of an expected null, under its gate;
+    `gates_so_far`): then it is "inconclusive" (not learned) at once, which no later cell can
+    change. The finished claims keep their place in the claims list (the
     bootstrap's seed is the claim's index) and Holm's correction counts each pending
     ordering claim with p = 1: an upper bound of the adjusted p the complete grid gives them,
     so an interim "holds" or "reversed" stands when the rest finishes (an interim
     "inconclusive" may still become either)."""
     from bert_tf.studies import statistics
     from bert_tf.studies.declarations import CLAIMS
-    from bert_tf.studies.report import column_of
 
-    def column(r: dict) -> str:  # a pretraining row scores the study's perplexity column
-        return study.pretraining_paper_column if r.get("kind") == "pretraining" \
-            else column_of(r)
-
-    scored = [r for r in study_rows if r.get("kind") == "finetuning"
-              or (r.get("kind") == "pretraining"
-                  and (id(r) in per_example or r.get("held_out_pending")))]
-    columns = {column(r) for r in scored}
+    scored = scored_rows(study, study_rows, per_example)
+    columns = {column for (_, column), _ in scored}
     names = {v.name for v in study.variants}  # the variants run at this scale
     claims = [c for c in CLAIMS if c.study == study.name and c.column in columns
               and c.better in names and c.worse in names]
     cells: dict = {}
-    passed: dict = {}
     missing: set = set()
     counts: dict = {}  # (variant, column) -> [cells finished, cells]
-    for r in scored:
-        key = (r["variant"], column(r))
+    for key, r in scored:
         count = counts.setdefault(key, [0, 0])
         count[1] += 1
         if r.get("pending") or r.get("held_out_pending") or \
                 ("gate_passed" in r and r["gate_passed"] is None):
             continue
         count[0] += 1
-        passed[key] = passed.get(key, True) and bool(r.get("gate_passed", True))
         if id(r) not in per_example:
             missing.add(key)
             continue
         cells.setdefault(key, {}).setdefault(r.get("pretraining_seed"), []).append(
             per_example[id(r)])
+    passed = gates_so_far(scored)
     pending = {k for k, (done, n) in counts.items() if done < n}
     for key in missing | pending:
         cells.pop(key, None)
@@ -1204,7 +1255,8 @@ def claim_rows(study: Study, study_rows: list[dict], per_example: dict) -> list[
     results = statistics.judge_claims(claims, cells, passed)
     for claim, result in zip(claims, results):
         sides = ((result["better"], result["column"]), (result["worse"], result["column"]))
-        if any(k in pending for k in sides):
+        if any(k in pending for k in sides) and not statistics.not_learned_reason(claim,
+                                                                                  passed):
             done = sum(counts.get(k, [0, 0])[0] for k in sides)
             need = sum(counts.get(k, [0, 0])[1] for k in sides)
             result.update(verdict="pending", cells_finished=done, cells_needed=need,

@@ -261,6 +261,21 @@ def verdict(claim: Claim, test: dict, p_adjusted: float | None = None,
     return "holds" if test["diff"] > 0 else "reversed"
 
 
+def not_learned_reason(claim: Claim, gate_passed: Mapping[tuple[str, str], bool]
+                       ) -> str | None:
+    """The gate part of the verdict rule: why `claim` is "inconclusive" whatever its scores
+    (its expected-better side, or either side of an expected null, has a cell under its gate;
+    `gate_passed`: (variant, column) -> False once one of its cells is, missing: passed), or
+    None. A failure is final (a (variant, column) passes only when all its cells do), so a
+    claim this names is decided before its other cells finish (`run.moot_jobs`)."""
+    better = gate_passed.get((claim.better, claim.column), True)
+    if claim.expected_null:
+        if better and gate_passed.get((claim.worse, claim.column), True):
+            return None
+        return "not learned: a side is under its gate"
+    return None if better else f"not learned: {claim.better} is under its gate"
+
+
 def judge_claims(claims: Sequence[Claim],
                  cells: Mapping[tuple[str, str], Mapping[int, Sequence[PerExample]]],
                  gate_passed: Mapping[tuple[str, str], bool] | None = None,
@@ -283,15 +298,12 @@ def judge_claims(claims: Sequence[Claim],
                "primary": claim.primary, "text": claim.text,
                "lower_is_better": claim.lower_is_better}
         a, b = (claim.better, claim.column), (claim.worse, claim.column)
-        if a not in cells or b not in cells:
+        not_learned = not_learned_reason(claim, gate_passed)
+        if not_learned:
+            out.update(verdict="inconclusive", reason=not_learned)
+        elif a not in cells or b not in cells:
             missing = claim.better if a not in cells else claim.worse
             out.update(verdict="inconclusive", reason=f"not run: no cells of {missing}")
-        elif not gate_passed.get(a, True) and not claim.expected_null:
-            out.update(verdict="inconclusive",
-                       reason=f"not learned: {claim.better} is under its gate")
-        elif claim.expected_null and not (gate_passed.get(a, True)
-                                          and gate_passed.get(b, True)):
-            out.update(verdict="inconclusive", reason="not learned: a side is under its gate")
         elif claim.lower_is_better:  # d = worse - better: a reduction is the paper's sign
             out.update(paired_bootstrap(cells[b], cells[a], replicates, seed + i))
         else:

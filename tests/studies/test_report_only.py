@@ -281,11 +281,26 @@ def test_pace_is_cpu_time_where_cells_recorded_it():
     assert ratios["all"] == pytest.approx(100.0 / 20.0)
 
 
+def _moot_of(moot, g: dict) -> dict[str, set]:
+    """{variant name: the kinds of its moot jobs} over the fine-tuning and cloze cells."""
+    out: dict[str, set] = {}
+    for kind, cells in (("finetuning", g["ft_cells"]), ("cloze", g["cloze_cells"])):
+        for key, value in cells.items():
+            if moot(kind, key):
+                out.setdefault(value[0].name, set()).add((kind, _column_of(kind, value)))
+    return out
+
+
+def _column_of(kind: str, value) -> str:
+    return "cloze" if kind == "cloze" else value[1]
+
+
 def test_readers_of_a_variant_not_learned_run_last(tmp_path):
     """A variant whose pretraining and its re-run both finished under the gate cannot win a
-    claim any more: the cells that only read it (every pretraining seed) go to the end of the
-    run, unless a variant they feed is the worse side of a claim (LTR here)."""
-    from bert_tf.studies.run import unlearned_readers
+    claim any more: every cell whose claims are all decided by that goes to the end of the
+    run (`run.moot_jobs`), and so does every cell no claim reads; the others keep their
+    place."""
+    from bert_tf.studies.run import moot_jobs
 
     out = str(tmp_path / "grid")
     options = _options(out)
@@ -296,6 +311,22 @@ def test_readers_of_a_variant_not_learned_run_last(tmp_path):
     seeds = options.seed_list()
     first, second = g["pseeds"]
     by_name = {v.name: v for v, _ in g["pre_cells"].values()}
+
+    def moot_now():
+        return moot_jobs(studies, scale, seeds, options, g, CellStore(out), refresh_s=0.0)
+
+    # Every cell passed its gates: only the cells no claim reads (LTR + BiLSTM on SST-2, MLM
+    # + NSP on NER and its cloze probe, no pretraining on NER) run last.
+    unread = {"ltr_bilstm": {("finetuning", "SST-2")},
+              "mlm_nsp": {("finetuning", "conll2003"), ("cloze", "cloze")},
+              "no_pretraining": {("finetuning", "conll2003")}}
+    moot = moot_now()
+    assert _moot_of(moot, g) == unread
+    ltr_sst2 = next(k for k, (run, task, _, _) in g["ft_cells"].items()
+                    if run.name == "ltr_bilstm" and task == "SST-2")
+    assert moot("finetuning", ltr_sst2) == "no claim reads it"
+    assert moot("pretraining", g["pre_key"](by_name["mlm_nsp"], second)) is None
+    assert moot("baseline", next(iter(g["base_cells"]))) is None
 
     def fail(variant: str) -> str:
         """Its first pretraining seed's cell under the gate; returns its re-run's DONE.json."""
@@ -311,31 +342,80 @@ def test_readers_of_a_variant_not_learned_run_last(tmp_path):
     retry = fail("no_nsp")
     gpt = next(n for n, v in by_name.items() if v.model == "gpt")
     gpt_retry = fail(gpt)
-    moot = unlearned_readers(studies, scale, seeds, g, CellStore(out))
-    # The re-runs have not finished: nothing is moot yet.
-    assert all(moot("finetuning", k) is None for k in g["ft_cells"])
+    # The re-runs have not finished: nothing more is moot yet.
+    assert _moot_of(moot_now(), g) == unread
+    stale = moot_jobs(studies, scale, seeds, options, g, CellStore(out), refresh_s=3600.0)
+    assert _moot_of(stale, g) == unread
     for path in (retry, gpt_retry):  # both re-runs finish under the gate as well
         with open(path, "w", encoding="utf-8") as f:
             json.dump({"steps": 15000, "curve": [[100, math.log(800.0)]], "wall_s": 1.0}, f)
-    moot = unlearned_readers(studies, scale, seeds, g, CellStore(out))
-    failed = g["pre_key"](by_name["no_nsp"], first)
-    gpt_failed = g["pre_key"](by_name[gpt], first)
-    ft = {k: moot("finetuning", k) for k in g["ft_cells"]}
-    # MLM only's cells wait for its failure; LTR + BiLSTM reads the failed LTR pretraining
-    # and is only ever the better side; LTR itself (a worse side) and the rest stay in order.
-    expected = {k: {"no_nsp": failed, "ltr_bilstm": gpt_failed}.get(run.name)
-                for k, (run, _, _, _) in g["ft_cells"].items()}
-    assert ft == expected
-    assert sum(1 for m in ft.values() if m == failed) == 2 * 2 * 2  # 2 tasks, 2 x 2 seeds
-    assert any(run.name == "ltr_no_nsp" for run, _, _, _ in g["ft_cells"].values())
-    assert moot("pretraining", g["pre_key"](by_name["no_nsp"], second)) == failed
+    # A reading is kept for `refresh_s`: a grid process sees the failure at its next reading.
+    assert _moot_of(stale, g) == unread
+    moot = moot_now()
+    # MLM only and LTR + BiLSTM (which reads the failed LTR pretraining) are the better side
+    # of every claim on LTR, so LTR's cells are moot too although LTR is only a worse side;
+    # MLM + NSP > no pretraining on SST-2 is still open.
+    moot_of = _moot_of(moot, g)
+    assert moot_of.pop("mlm_nsp") == unread["mlm_nsp"]
+    assert moot_of.pop("no_pretraining") == unread["no_pretraining"]
+    assert moot_of == {"no_nsp": {("finetuning", "SST-2"), ("finetuning", "conll2003"),
+                                  ("cloze", "cloze")},
+                       "ltr_no_nsp": {("finetuning", "SST-2"), ("finetuning", "conll2003"),
+                                      ("cloze", "cloze")},
+                       "ltr_bilstm": {("finetuning", "SST-2"), ("finetuning", "conll2003")}}
+    reason = moot("finetuning", next(k for k, (run, task, _, _) in g["ft_cells"].items()
+                                     if run.name == "ltr_no_nsp" and task == "conll2003"))
+    assert reason == ("every claim reading it is decided by its gates "
+                      "(t5_bilstm_over_ltr_ner, t5_mlm_over_ltr_ner)")
+    assert moot("pretraining", g["pre_key"](by_name["no_nsp"], second))
+    assert moot("pretraining", g["pre_key"](by_name[gpt], second))
     assert moot("pretraining", g["pre_key"](by_name["mlm_nsp"], second)) is None
-    # LTR is the worse side of MLM > LTR: its readers stay in order although it failed.
-    assert moot("pretraining", g["pre_key"](by_name[gpt], second)) is None
-    cloze = {k: moot("cloze", k) for k, (v, _) in g["cloze_cells"].items()}
-    assert {k for k, m in cloze.items() if m} == {
-        k for k, (v, _) in g["cloze_cells"].items() if v.name == "no_nsp"}
-    assert moot("baseline", next(iter(g["base_cells"]))) is None
+
+
+def test_a_cell_under_its_task_gate_decides_its_claims_at_once(tmp_path):
+    """One finished cell under its task's baseline decides every claim whose better side (or
+    a side of an expected null) it is on: the interim report gives those claims their final
+    verdict while other cells are pending, and the cells only they read run last."""
+    from bert_tf.studies.run import moot_jobs
+
+    out = str(tmp_path / "grid")
+    options = _options(out)
+    g = _grid(options)
+    written = _write_cells(out, g)
+    scale = dataclasses.replace(SCALES["small"], tasks=options.task_names())
+    studies = [STUDIES[STUDY].at_scale(scale, ())]
+    cell = {(run.name, task, p, s): k for k, (run, task, p, s) in g["ft_cells"].items()}
+    first = g["pseeds"][0]
+    under = written[f"finetuning/{cell[('mlm_nsp', 'SST-2', first, 1)]}"]
+    with open(under, encoding="utf-8") as f:
+        result = json.load(f)
+    per = _correct(0.4, 7)  # 40%: under the 50% baseline
+    result.update(value=100.0 * float(np.mean(per["values"])), per_example=per)
+    with open(under, "w", encoding="utf-8") as f:
+        json.dump(result, f)
+    os.remove(written[f"finetuning/{cell[('no_pretraining', 'SST-2', None, 2)]}"])
+
+    claims = _claims(run_study(options, say=lambda _: None)["rows"])
+    assert claims["t5_pretrained_sst2"]["verdict"] == "inconclusive"
+    assert claims["t5_pretrained_sst2"]["reason"] == "not learned: mlm_nsp is under its gate"
+    assert claims["t5_nsp_sst2"]["reason"] == "not learned: a side is under its gate"
+    assert claims["t5_mlm_vs_ltr_sst2"]["verdict"] != "pending"  # its cells are all there
+
+    moot = moot_jobs(studies, scale, options.seed_list(), options, g, CellStore(out),
+                     refresh_s=0.0)
+    assert moot("finetuning", cell[("no_pretraining", "SST-2", None, 2)]) == (
+        "every claim reading it is decided by its gates (t5_pretrained_sst2)")
+    assert moot("finetuning", cell[("mlm_nsp", "SST-2", first, 2)])
+    # MLM only's SST-2 cells still feed MLM vs LTR on SST-2 (an open expected null).
+    assert moot("finetuning", cell[("no_nsp", "SST-2", first, 1)]) is None
+
+    # The same grid with that cell above its gate: the claim waits for the missing cell.
+    result.update(value=90.0, per_example=_correct(0.9, 7))
+    with open(under, "w", encoding="utf-8") as f:
+        json.dump(result, f)
+    claims = _claims(run_study(options, say=lambda _: None)["rows"])
+    assert claims["t5_pretrained_sst2"]["verdict"] == "pending"
+    assert moot("finetuning", cell[("no_pretraining", "SST-2", None, 2)]) is None
 
 
 def test_run_jobs_puts_moot_jobs_last_and_busy_ones_off(monkeypatch):
@@ -364,13 +444,14 @@ def test_run_jobs_puts_moot_jobs_last_and_busy_ones_off(monkeypatch):
                        said.append, waits.append)
     assert ran == ["pretraining/p", "finetuning/a", "finetuning/d", "finetuning/b",
                    "pretraining/p2", "cloze/c2"]
-    assert len(said) == 1 and said[0].startswith("pretraining/p-first: under its gate")
+    assert said == ["pretraining/p2 runs last, and every cell moot for the same reason (it "
+                    "cannot change a verdict): p-first"]
     assert waits == [1]  # the pass where "b" was the only job left, and busy
 
 
 def test_nothing_is_moot_at_a_scale_without_a_pretraining_gate(tmp_path):
     """The tiny scale has no pretraining gate: no job is put off, whatever is finished."""
-    from bert_tf.studies.run import unlearned_readers
+    from bert_tf.studies.run import moot_jobs
 
     options = StudyRunOptions(study=STUDY, scale="tiny", output_dir=str(tmp_path / "t"))
     tiny = SCALES["tiny"]
@@ -384,7 +465,7 @@ def test_nothing_is_moot_at_a_scale_without_a_pretraining_gate(tmp_path):
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w", encoding="utf-8") as f:
             json.dump({"steps": 150, "curve": [[10, math.log(5000.0)]], "wall_s": 1.0}, f)
-    moot = unlearned_readers(studies, tiny, seeds, g, store)
+    moot = moot_jobs(studies, tiny, seeds, options, g, store)
     jobs = [("pretraining", k) for k in g["pre_cells"]] + \
         [("finetuning", k) for k in g["ft_cells"]] + [("cloze", k) for k in g["cloze_cells"]]
     assert jobs and all(moot(kind, key) is None for kind, key in jobs)
