@@ -187,8 +187,8 @@ def write_results(output_dir: str, studies: list[Study], rows: list[dict], scale
                   progress: dict | None = None) -> dict:
     """Writes results.json and results.md (each atomically: a temporary name, then renamed);
     returns {"json": path, "md": path}. `progress` ({"finished", "total", "hours_left",
-    "paced_hours_left", "pace"}): an interim report (`--report_only`), said in results.md's
-    header."""
+    "paced_hours_left", "pace", optionally "open_cells", "open_paced_hours_left"}): an interim
+    report (`--report_only`), said in results.md's header."""
     json_path = os.path.join(output_dir, "results.json")
     io_utils.atomic_write_text(json_path, json.dumps(rows, indent=1) + "\n")
     lines = [f"# Study results (scale `{scale}`, fine-tuning seeds {', '.join(map(str, seeds))})",
@@ -201,13 +201,19 @@ def write_results(output_dir: str, studies: list[Study], rows: list[dict], scale
             f"wall time, / estimated: "
             + ", ".join(f"{k} {v:.2f}x" for k, v in sorted(pace.items()) if k != "all")
             + f"; overall {pace['all']:.2f}x)")
+        needed = progress.get("open_paced_hours_left")
+        open_claims = "" if "open_cells" not in progress else (
+            f" Of the cells left, {progress['open_cells']} are read by a claim not yet decided"
+            + ("" if needed is None else f" ({needed:.1f} CPU hours at that pace)")
+            + "; the others are moot and run last, to fill the tables (`run.moot_jobs`).")
         lines += [f"**Interim report: {progress['finished']} of {progress['total']} cells "
                   f"finished; estimated CPU hours left: {progress['hours_left']:.1f}** "
                   f"(`bert_tf.studies.estimate`, an unloaded machine of the calibration kind"
-                  f"{at_pace}; one process's hours, a cell in progress counting in full). "
+                  f"{at_pace}; one process's hours, a cell in progress counting in full)."
+                  f"{open_claims} "
                   "Written by `tools/run_study.py --report_only` while the "
                   "grid runs: cells not finished are *pending* in the tables, and so is every "
-                  "claim reading one.", ""]
+                  "claim reading one, unless its gates already decide it.", ""]
     lines += ["Ours: held-out scores (%), mean ± sample standard deviation over seeds. "
               "Paper: the paper's own numbers (other tasks, other scale), for the ordering.", ""]
     for study in studies:

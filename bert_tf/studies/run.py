@@ -10,6 +10,7 @@ results.json, results.md and the plots.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import shlex
 import time
@@ -501,8 +502,15 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
             studies, scale, pseeds, seeds, pre_cells, ft_cells, cloze_cells, held_cells,
             zs_cells, pre_key, ft_key)]
         # Cells whose claims their gates already decided run after everything else: they
-        # cannot change a verdict (`moot_jobs`).
-        run_jobs(queue, jobs, moot_jobs(studies, scale, seeds, options, g, store), say,
+        # cannot change a verdict (`moot_jobs`). A finished one is only read back, in place.
+        moot = moot_jobs(studies, scale, seeds, options, g, store)
+
+        def put_off(kind: str, key: str) -> str | None:
+            if kind != "pretraining" and store.result(kind, f"{budget}/{key}") is not None:
+                return None
+            return moot(kind, key)
+
+        run_jobs(queue, jobs, put_off, say,
                  lambda n: bar.set_postfix_str(f"waiting for {n} cells another process runs"))
     finally:
         bar.close()
@@ -747,11 +755,15 @@ def report_only(studies: list[Study], scale, seeds: list[int], options: StudyRun
     Not checked here: a GPT cell's recorded input transformation (`_check_gpt_transformation`
     loads the task's data); the grid's own run stops on a stale one.
 
+    Also the pending cells that some claim not yet decided reads ("open_cells", and
+    "open_paced_hours_left" at the finished cells' pace; the others are moot, `moot_jobs`).
+
     Returns {"rows", "finished", "total", "hours_left", "paced_hours_left", "pace",
+    "open_cells", "open_paced_hours_left",
     "pending": ["kind/key", ...],
     "results_json", "results_md", "plots"}. A missing --output_dir, or one holding no
     finished cell of this grid: StudyError (one line)."""
-    from bert_tf.studies import report
+    from bert_tf.studies import estimate, report
 
     out = options.output_dir
     if not os.path.isdir(out):
@@ -765,9 +777,16 @@ def report_only(studies: list[Study], scale, seeds: list[int], options: StudyRun
     if not finished:
         where = os.path.join(store.root, "<kind>", g["budget"])
         raise StudyError(f"--output_dir={out} holds no finished cell of this grid (expected "
-                         f"DONE.json files under {where}); check --study, --scale, --seed, --pretraining_steps, --cased "
-                         f"against the run's command")
+                         f"DONE.json files under {where}); check --study, --scale, --seed, "
+                         f"--pretraining_steps, --cased against the run's command")
     pending = [c for c in cells if c[3] is None]
+    # The pending cells some open claim still needs, and their hours at the finished cells'
+    # pace; the rest are moot (`moot_jobs`: they run last, to fill the tables).
+    moot = moot_jobs(studies, scale, seeds, options, g, store, refresh_s=math.inf)
+    needed = [c for c in pending if not moot(c[0], c[1])]
+    paced_needed = estimate.paced_seconds([(c[0], c[2]) for c in needed], progress["pace"])
+    progress.update(open_cells=len(needed), open_paced_hours_left=None
+                    if paced_needed is None else paced_needed / 3600)
     rows, _ = assemble_rows(studies, scale, seeds, options, g, found)
     plots = write_plots(studies, rows, options, g, found)
     paths = report.write_results(out, studies, rows, scale.name, seeds, plots,

@@ -140,6 +140,11 @@ def test_report_only_marks_pending_cells_and_claims(tmp_path):
     # Every synthetic cell took 1 s, far under its estimate: the paced hours say so.
     assert 0 < interim["paced_hours_left"] < interim["hours_left"] / 10
     assert set(interim["pace"]) >= {"pretraining", "finetuning", "all"}
+    # Every claim is open but the cells no claim reads are moot (LTR + BiLSTM's SST-2 cells,
+    # the scratch cell is read by MLM + NSP > no pretraining).
+    moot = [k for k in gone if k.startswith("finetuning/gpt-ltr-bilstm-") and "/SST-2/" in k]
+    assert moot and interim["open_cells"] == len(gone) - len(moot)
+    assert 0 < interim["open_paced_hours_left"] < interim["paced_hours_left"]
 
     rows = interim["rows"]
     pending = [r for r in rows if r.get("pending")]
@@ -169,6 +174,8 @@ def test_report_only_marks_pending_cells_and_claims(tmp_path):
     assert f"Interim report: {52 - len(gone)} of 52 cells finished" in md
     assert f"; {interim['paced_hours_left']:.1f} at the pace of the finished cells here " \
         f"(their CPU time, else wall time, / estimated: " in md
+    assert f"Of the cells left, {interim['open_cells']} are read by a claim not yet decided " \
+        f"({interim['open_paced_hours_left']:.1f} CPU hours at that pace)" in md
     assert "pending (1 of 2 finished)" not in md  # the mean of the finished cells comes first
     assert "(pending: 1 of 2 finished)" in md  # no pretraining's SST-2: one seed of two
     assert "pending (5 of 6 cells finished)" in md  # its claim
