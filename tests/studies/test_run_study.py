@@ -345,7 +345,8 @@ def test_masking_study_on_a_reduced_grid(tmp_path):
     with open(os.path.join(out, "results.md"), encoding="utf-8") as f:
         md = f.read()
     assert "NER feature-based: concatenation of the embedding output and all 2 layers (ours)" in md
-    feature = [r for r in rows if r.get("column") == "NER feature-based"]
+    feature = [r for r in rows if r["kind"] == "finetuning"
+               and r.get("column") == "NER feature-based"]
     assert {r["features"] for r in feature} == {"concat_embeddings_and_all"}
     assert all(r["cell"].endswith("/seed1") and "-features-concat_embeddings_and_all/conll2003/"
                in r["cell"] for r in feature)
@@ -408,8 +409,9 @@ def test_every_study_at_tiny_scale(tmp_path):
     # Table 6 (its L6/H768/A12 row is the MLM+NSP run at tiny), Table 7's 4-layer stand-in
     # (= Table 6's BERT-Base row); GPT: the default and the smaller size) + 42 fine-tuning
     # (30 on the tasks, and Table 8's 6 variants on NER fine-tuned and feature-based) + 1
-    # zero-shot + 2 baselines (topic, conll2003).
-    assert (ran, reused) == (60, 0)
+    # zero-shot + 2 baselines (topic, conll2003) + 6 held-out (Table 6's per-sequence
+    # masked-LM scores on the shared held-out file, one per size's pretraining).
+    assert (ran, reused) == (66, 0)
     _check_outputs(out, list(STUDIES))
 
 
