@@ -288,6 +288,17 @@ def test_pace_is_cpu_time_where_cells_recorded_it():
     assert ratios["all"] == pytest.approx(100.0 / 20.0)
 
 
+def _finished_grid(tmp_path):
+    """Every cell of the synthetic grid written: (out, options, g, written, scale, studies)
+    as `run_study` declares them."""
+    out = str(tmp_path / "grid")
+    options = _options(out)
+    g = _grid(options)
+    written = _write_cells(out, g)
+    scale = dataclasses.replace(SCALES["small"], tasks=options.task_names())
+    return out, options, g, written, scale, [STUDIES[STUDY].at_scale(scale, ())]
+
+
 def _moot_of(moot, g: dict) -> dict[str, set]:
     """{variant name: the kinds of its moot jobs} over the fine-tuning and cloze cells."""
     out: dict[str, set] = {}
@@ -309,12 +320,7 @@ def test_readers_of_a_variant_not_learned_run_last(tmp_path):
     place."""
     from bert_tf.studies.run import moot_jobs
 
-    out = str(tmp_path / "grid")
-    options = _options(out)
-    g = _grid(options)
-    written = _write_cells(out, g)
-    scale = dataclasses.replace(SCALES["small"], tasks=options.task_names())
-    studies = [STUDIES[STUDY].at_scale(scale, ())]
+    out, options, g, written, scale, studies = _finished_grid(tmp_path)
     seeds = options.seed_list()
     first, second = g["pseeds"]
     by_name = {v.name: v for v, _ in g["pre_cells"].values()}
@@ -385,12 +391,7 @@ def test_a_cell_under_its_task_gate_decides_its_claims_at_once(tmp_path):
     verdict while other cells are pending, and the cells only they read run last."""
     from bert_tf.studies.run import moot_jobs
 
-    out = str(tmp_path / "grid")
-    options = _options(out)
-    g = _grid(options)
-    written = _write_cells(out, g)
-    scale = dataclasses.replace(SCALES["small"], tasks=options.task_names())
-    studies = [STUDIES[STUDY].at_scale(scale, ())]
+    out, options, g, written, scale, studies = _finished_grid(tmp_path)
     cell = {(run.name, task, p, s): k for k, (run, task, p, s) in g["ft_cells"].items()}
     first = g["pseeds"][0]
     under = written[f"finetuning/{cell[('mlm_nsp', 'SST-2', first, 1)]}"]
