@@ -203,6 +203,8 @@ def write_results(output_dir: str, studies: list[Study], rows: list[dict], scale
             + f"; overall {pace['all']:.2f}x)")
         needed = progress.get("open_paced_hours_left")
         open_claims = "" if "open_cells" not in progress else (
+            " Every claim is decided: the cells left are moot and run last, to fill the "
+            "tables (`run.moot_jobs`)." if not progress["open_cells"] else
             f" Of the cells left, {progress['open_cells']} are read by a claim not yet decided"
             + ("" if needed is None else f" ({needed:.1f} CPU hours at that pace)")
             + "; the others are moot and run last, to fill the tables (`run.moot_jobs`).")

@@ -783,7 +783,10 @@ def report_only(studies: list[Study], scale, seeds: list[int], options: StudyRun
     # The pending cells some open claim still needs, and their hours at the finished cells'
     # pace; the rest are moot (`moot_jobs`: they run last, to fill the tables).
     moot = moot_jobs(studies, scale, seeds, options, g, store, refresh_s=math.inf)
-    needed = [c for c in pending if not moot(c[0], c[1])]
+    needed = [c for c in pending if c[0] in ("pretraining", "finetuning", "cloze", "held_out")
+              and not moot(c[0], c[1])]
+    if needed:  # and the data and baseline cells they read (an export remakes the data cell)
+        needed += [c for c in pending if c[0] in ("data", "baseline")]
     paced_needed = estimate.paced_seconds([(c[0], c[2]) for c in needed], progress["pace"])
     progress.update(open_cells=len(needed), open_paced_hours_left=None
                     if paced_needed is None else paced_needed / 3600)
