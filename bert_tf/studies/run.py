@@ -290,7 +290,7 @@ def build_grid(studies: list[Study], scale, seeds: list[int], options: StudyRunO
             for v in study.variants:
                 if v.pretraining_key and v.model == "bert":
                     for p in pseeds:
-                        held_cells.setdefault(f"{pre_key(v, p)}/held_out_mlm/seed{options.seed}",
+                        held_cells.setdefault(held_out_key(pre_key(v, p), options.seed),
                                               (v, p))
         if study.cloze and scale.cloze_items:
             base_cells.setdefault(f"cloze/items{scale.cloze_items}", "cloze")
@@ -309,6 +309,12 @@ def build_grid(studies: list[Study], scale, seeds: list[int], options: StudyRunO
             "base_cells": base_cells, "cloze_cells": cloze_cells, "held_cells": held_cells,
             "pre_key": pre_key, "ft_key": ft_key, "pseeds": pseeds,
             "variant_pseeds": variant_pseeds, "budget": _budget_key(scale, options.seed)}
+
+
+def held_out_key(pretraining_key: str, seed: int) -> str:
+    """The key of a pretraining's held-out cell (Table 6's per-sequence masked-LM scores on
+    the shared held-out file drawn by `seed`)."""
+    return f"{pretraining_key}/held_out_mlm/seed{seed}"
 
 
 def grid_run_order(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
@@ -588,7 +594,7 @@ def assemble_rows(studies: list[Study], scale, seeds: list[int], options: StudyR
             if v.pretraining_key:
                 for pseed in g["pseeds"]:
                     key = pre_key(v, pseed)
-                    held_key = f"{key}/held_out_mlm/seed{options.seed}"
+                    held_key = held_out_key(key, options.seed)
                     if key not in pre_results:
                         row = {"study": study.name, "variant": v.name, "task": "pretraining",
                                "kind": "pretraining", "model": size,
@@ -782,7 +788,8 @@ def report_only(studies: list[Study], scale, seeds: list[int], options: StudyRun
     pending = [c for c in cells if c[3] is None]
     # The pending cells some open claim still needs, and their hours at the finished cells'
     # pace; the rest are moot (`moot_jobs`: they run last, to fill the tables).
-    moot = moot_jobs(studies, scale, seeds, options, g, store, refresh_s=math.inf)
+    moot = moot_jobs(studies, scale, seeds, options, g, store, refresh_s=math.inf,
+                     found=found)
     needed = [c for c in pending if c[0] in ("pretraining", "finetuning", "cloze", "held_out")
               and not moot(c[0], c[1])]
     if needed:  # and the data and baseline cells they read (an export remakes the data cell)
@@ -891,7 +898,7 @@ DONE.json of the grid and its gates: a few seconds)."""
 
 
 def moot_jobs(studies, scale, seeds: list[int], options: StudyRunOptions, g: dict,
-              store: CellStore, refresh_s: float = MOOT_REFRESH_S
+              store: CellStore, refresh_s: float = MOOT_REFRESH_S, found: dict | None = None
               ) -> Callable[[str, str], str | None]:
     """Which jobs of the grid cannot change a verdict any more, to run after all the others
     (`run_jobs`; nothing is skipped: they still fill the tables).
@@ -906,7 +913,8 @@ def moot_jobs(studies, scale, seeds: list[int], options: StudyRunOptions, g: dic
     Returns job -> why it is moot, or None. The gates are read
     from the finished cells in `store` (`grid_progress`, then `assemble_rows` without the
     bootstrap) at most every `refresh_s` seconds: a cell that finished since may be run in
-    its place meanwhile, never skipped."""
+    its place meanwhile, never skipped. `found`: the cells `grid_progress` already read, for
+    the first reading."""
     from bert_tf.studies import statistics
     from bert_tf.studies.declarations import CLAIMS
 
@@ -927,7 +935,7 @@ def moot_jobs(studies, scale, seeds: list[int], options: StudyRunOptions, g: dic
         if study.pretraining_paper_column:
             for v in study.variants:
                 for p in g["pseeds"] if v.pretraining_key else []:
-                    key = f"{pre_key(v, p)}/held_out_mlm/seed{options.seed}"
+                    key = held_out_key(pre_key(v, p), options.seed)
                     if key in g["held_cells"]:
                         sides.setdefault(("held_out", key), set()).add(
                             (study.name, v.name, study.pretraining_paper_column))
@@ -938,14 +946,15 @@ def moot_jobs(studies, scale, seeds: list[int], options: StudyRunOptions, g: dic
                 for name in (c.better, c.worse):
                     reading.setdefault((study.name, name, c.column), []).append(c)
     readers = pretraining_readers(g, options)
-    state: dict = {"at": None, "decided": set()}
+    state: dict = {"at": None, "decided": set(), "found": found}
 
     def decided() -> set:
         """The claims (by name) decided by their gates, read again every `refresh_s`."""
         now = time.monotonic()
         if state["at"] is None or now - state["at"] >= refresh_s:
-            found, _, _ = grid_progress(studies, scale, seeds, g, store)
-            rows, per_example = assemble_rows(studies, scale, seeds, options, g, found,
+            read = state.pop("found", None) or grid_progress(studies, scale, seeds, g,
+                                                             store)[0]
+            rows, per_example = assemble_rows(studies, scale, seeds, options, g, read,
                                               bootstrap=False)
             names = set()
             for study in studies:
