@@ -160,6 +160,176 @@ def claim_lines(study_rows: list[dict]) -> list[str]:
     return lines
 
 
+def _duration(seconds: float) -> str:
+    """Seconds as minutes (under an hour) or hours."""
+    return f"{seconds / 60:.1f} min" if seconds < 3600 else f"{seconds / 3600:.2f} h"
+
+
+def _cell_gate(r: dict) -> str:
+    """A cell's gate status in the cells table."""
+    if r.get("pending"):
+        return "pending"
+    if r.get("kind") == "pretraining":
+        return _gate_text(r.get("gate")) if r.get("gate") else "no gate"
+    if r.get("gate_passed") is None:
+        return "no gate"
+    if r["gate_passed"]:
+        return "passed"
+    if r.get("pretraining_gate_passed") is False:
+        return "NOT passed (its pretraining is under its gate)"
+    return "NOT passed (under the baseline)"
+
+
+def _cells_of(study_rows: list[dict]) -> list[tuple[dict, list[str]]]:
+    """The study's cells, each once (a pretraining cell shared by several variants, the
+    zero-shot checkpoints of one cell, the epochs of one fine-tuning): [(its first row, the
+    variants reading it)], without the per-epoch rows (their cell's final row is there)."""
+    cells: dict = {}
+    for r in study_rows:
+        if r.get("kind") in ("claim", "epoch") or not r.get("cell"):
+            continue
+        cells.setdefault(r["cell"], (r, []))[1].append(r["variant"])
+    return list(cells.values())
+
+
+def time_totals(rows: list[dict]) -> dict:
+    """{kind: {"cells", "finished", "wall_s", "cpu_s", "cpu_cells"}} over the distinct cells of
+    `rows` (a cell read by several studies counts once); cpu_s sums the finished cells that
+    recorded their CPU time (cpu_cells of them, the cells finished since 2026-11-29)."""
+    out: dict = {}
+    seen: set = set()
+    for r in rows:
+        if r.get("kind") in ("claim", "epoch") or not r.get("cell") or r["cell"] in seen:
+            continue
+        seen.add(r["cell"])
+        t = out.setdefault(r.get("kind", "finetuning"), {"cells": 0, "finished": 0,
+                                                         "wall_s": 0.0, "cpu_s": 0.0,
+                                                         "cpu_cells": 0})
+        t["cells"] += 1
+        if r.get("pending"):
+            continue
+        t["finished"] += 1
+        t["wall_s"] += float(r.get("wall_s") or 0.0)
+        if r.get("cpu_s") is not None:
+            t["cpu_s"] += float(r["cpu_s"])
+            t["cpu_cells"] += 1
+    return out
+
+
+def _totals_text(totals: dict) -> str:
+    """The cells, wall time and CPU time of `time_totals`, in words."""
+    finished = sum(t["finished"] for t in totals.values())
+    cells = sum(t["cells"] for t in totals.values())
+    wall = sum(t["wall_s"] for t in totals.values())
+    cpu = sum(t["cpu_s"] for t in totals.values())
+    cpu_cells = sum(t["cpu_cells"] for t in totals.values())
+    per_kind = "; ".join(f"{kind} {t['finished']} of {t['cells']}, {_duration(t['wall_s'])}"
+                         for kind, t in sorted(totals.items()))
+    return (f"{finished} of the {cells} cells that give table rows finished (the data, "
+            f"baseline and held-out cells aside), {_duration(wall)} of wall time summed over "
+            f"them ({per_kind}); {_duration(cpu)} of CPU time over the {cpu_cells} that "
+            f"recorded it (cells finished since 2026-11-29)")
+
+
+def cell_lines(study_rows: list[dict]) -> list[str]:
+    """Every cell of a study, one table row each, in a collapsed block: the variants reading
+    it, its column, pretraining and fine-tuning seeds, score with the cell's own 95%
+    interval (bootstrap over the dev examples), the task's trivial baseline, its gate status,
+    wall and CPU time; and the study's totals (`time_totals`)."""
+    cells = _cells_of(study_rows)
+    if not cells:
+        return []
+    lines = ["", "<details><summary>Every cell of this study: gate status, baseline, wall "
+             f"time ({_totals_text(time_totals(study_rows))}; cells shared with other "
+             "studies count here too)</summary>", "",
+             "| Variants | Column | Pretraining seed | Seed | Score [95% CI] | Baseline | Gate "
+             "| Wall | CPU |", "|---|---|---|---|---|---|---|---|---|"]
+    for r, names in cells:
+        kind = r.get("kind", "finetuning")
+        column = "pretraining" if kind == "pretraining" else \
+            f"{column_of(r)} (zero-shot)" if kind == "zero_shot" else column_of(r)
+        if r.get("pending"):
+            score = "pending"
+        elif kind == "zero_shot":
+            values = [x["value"] for x in study_rows if x.get("cell") == r["cell"]]
+            score = f"{len(values)} checkpoints, {min(values):.1f} to {max(values):.1f}"
+        elif kind == "pretraining":
+            score = f"{r['metric']} {r['value']}"
+        else:
+            score = f"{float(r['value']):.2f}" + (
+                f" [{r['ci_low']:.1f}, {r['ci_high']:.1f}]" if "ci_low" in r else "")
+        baseline = f"{r['baseline']:.2f} ({r['baseline_name']})" if "baseline" in r else \
+            f"{r['majority_class']:.1f} (majority class)" if "majority_class" in r else "—"
+        pseed = r.get("pretraining_seed", "—")
+        seed = "—" if kind in ("pretraining", "zero_shot") else r.get("seed", "—")
+        wall = "—" if r.get("pending") or r.get("wall_s") is None else \
+            _duration(float(r["wall_s"]))
+        cpu = "—" if r.get("cpu_s") is None else _duration(float(r["cpu_s"]))
+        lines.append(f"| {', '.join(dict.fromkeys(names))} | {column} | {pseed} | {seed} | "
+                     f"{score} | {baseline} | {_cell_gate(r)} | {wall} | {cpu} |")
+    return lines + ["", "</details>"]
+
+
+def command_lines(study: Study, study_rows: list[dict], scale: str) -> list[str]:
+    """How to run the study again: its own command, and the commands its cells recorded."""
+    # A finished cell's recorded command (a row without one, or a pending row, carries the
+    # report's own, which ran nothing).
+    recorded = sorted({r["command"] for r in study_rows if r.get("command")
+                       and not r.get("pending") and "--report_only" not in r["command"]})
+    lines = ["", f"Commands: this study alone, reusing every finished cell of the output "
+             f"folder: `python tools/run_study.py --study={study.name} --scale={scale} "
+             f"--output_dir=OUT`"]
+    if recorded:
+        lines[-1] += "; its cells were run by " + ", ".join(f"`{c}`" for c in recorded)
+    lines[-1] += "."
+    return lines
+
+
+def github_anchor(title: str) -> str:
+    """The anchor GitHub gives a markdown heading ("## A: b (c)" -> "a-b-c")."""
+    kept = "".join(c for c in title.lower() if c.isalnum() or c in " -_")
+    return kept.replace(" ", "-")
+
+
+VERDICT_ORDER = ("holds", "reversed", "differs", "inconclusive", "pending")
+
+
+def claims_glance_lines(studies: list[Study], rows: list[dict], link: str = "") -> list[str]:
+    """Every claim of every study in one table (study, claim, our difference with its 95%
+    interval, the paper's effect, verdict), with the count per verdict. `link`: the
+    results.md the study names link into (its sections' anchors), or "" for no links."""
+    claims = [r for r in rows if r.get("kind") == "claim"]
+    if not claims:
+        return []
+    counts: dict = {}
+    for r in claims:
+        key = r["verdict"] + (" (not learned)" if str(r.get("reason", "")).startswith(
+            "not learned") else "")
+        counts[key] = counts.get(key, 0) + 1
+    order = sorted(counts, key=lambda k: (VERDICT_ORDER.index(k.split(" ")[0])
+                                          if k.split(" ")[0] in VERDICT_ORDER else 99, k))
+    lines = [f"**{len(claims)} claims: " + ", ".join(f"{k}: {counts[k]}" for k in order)
+             + ".** Declared before the run; the verdict rule is docs/studies.md's \"Method\" "
+             "(paired bootstrap over dev examples and both kinds of seed, Holm within a table; "
+             "an expected null is judged against the paper's effect ± 1).", "",
+             "| Study | Claim | Ours: better − worse [95% CI] | Paper's effect | Verdict |",
+             "|---|---|---|---|---|"]
+    titles = {s.name: s.title for s in studies}
+    for r in claims:
+        title = titles.get(r["study"], r["study"])
+        name = title.split(":")[0]
+        study = f"[{name}]({link}#{github_anchor(title)})" if link else name
+        diff = f"{r['diff']:+.2f} {_ci(r)}" if "diff" in r else "—"
+        paper = "—" if r.get("paper_effect") is None else f"{r['paper_effect']:+.1f}"
+        verdict = f"**{r['verdict']}**" if r["verdict"] in ("holds", "reversed", "differs") \
+            else r["verdict"]
+        verdict += f" ({r['reason']})" if r.get("reason") else ""
+        lines.append(f"| {study} | {r.get('text') or r['variant']}"
+                     f"{' (primary)' if r.get('primary') else ''} | {diff} | {paper} | "
+                     f"{verdict} |")
+    return lines
+
+
 def budget_lines(study_rows: list[dict]) -> list[str]:
     """Budget parity of the pretraining cells: tokens, wall time and prediction targets per
     step side by side (the left-to-right model predicts every token, BERT's masked LM 15%)."""
@@ -180,6 +350,10 @@ def budget_lines(study_rows: list[dict]) -> list[str]:
                      f"{r.get('pretraining_lr')}, gate "
                      f"{'passed' if r.get('gate_passed', True) else 'NOT passed'}")
     return lines
+
+
+ALL_CLAIMS = "all_claims"
+"""The key of the plots dict (`write_results`) holding the plot of every study's claims."""
 
 
 def write_results(output_dir: str, studies: list[Study], rows: list[dict], scale: str,
@@ -217,13 +391,84 @@ def write_results(output_dir: str, studies: list[Study], rows: list[dict], scale
                   "grid runs: cells not finished are *pending* in the tables, and so is every "
                   "claim reading one, unless its gates already decide it.", ""]
     lines += ["Ours: held-out scores (%), mean ± sample standard deviation over seeds. "
-              "Paper: the paper's own numbers (other tasks, other scale), for the ordering.", ""]
+              "Paper: the paper's own numbers (other tasks, other scale), for the ordering. "
+              f"Time: {_totals_text(time_totals(rows))}. To run it again: the commands under "
+              "each study; a folder holding these cells (`cp -rn THIS_FOLDER/cells OUT/`) "
+              "resumes where they stop.", ""]
+    glance = claims_glance_lines(studies, rows)
+    if glance:
+        lines += ["## Every claim", ""] + glance
+        for png in plots.get(ALL_CLAIMS, []):
+            lines += ["", f"![every claim]({os.path.relpath(png, output_dir)})"]
+        lines.append("")
     for study in studies:
         lines += study_section(study, [r for r in rows if r["study"] == study.name],
-                               plots.get(study.name, []), output_dir)
+                               plots.get(study.name, []), output_dir, scale)
     md_path = os.path.join(output_dir, "results.md")
     io_utils.atomic_write_text(md_path, "\n".join(lines) + "\n")
     return {"json": json_path, "md": md_path}
+
+
+PUBLICATION_BEGIN = "<!-- study publication: begin -->"
+PUBLICATION_END = "<!-- study publication: end -->"
+"""The lines around the block of a markdown file that `--publish_doc` rewrites."""
+
+
+def check_publication_doc(path: str) -> str:
+    """The text of `path` when it holds one `PUBLICATION_BEGIN` line before one
+    `PUBLICATION_END` line; otherwise ValueError (one line naming the file and what was
+    expected)."""
+    if not os.path.isfile(path):
+        raise ValueError(f"--publish_doc={path}: no such file; expected a markdown file "
+                         f"holding the lines {PUBLICATION_BEGIN} and {PUBLICATION_END}")
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    lines = text.splitlines()
+    begin = [i for i, line in enumerate(lines) if line.strip() == PUBLICATION_BEGIN]
+    end = [i for i, line in enumerate(lines) if line.strip() == PUBLICATION_END]
+    if len(begin) != 1 or len(end) != 1 or begin[0] > end[0]:
+        raise ValueError(f"--publish_doc={path}: expected one line {PUBLICATION_BEGIN} "
+                         f"before one line {PUBLICATION_END} (found {len(begin)} and "
+                         f"{len(end)})")
+    return text
+
+
+def publication_lines(studies: list[Study], rows: list[dict], scale: str, seeds: list[int],
+                      results_link: str, claims_plot: str | None,
+                      progress: dict | None = None) -> list[str]:
+    """The block `--publish_doc` writes: what ran and for how long, every claim's verdict
+    with its interval (`claims_glance_lines`, each study linking to its section of
+    results.md: the paper's table beside ours, the cells with their gates, baselines and
+    times, the plots, the commands), the claims' plot (`claims_plot`: its link, or None)."""
+    pseeds = sorted({r["pretraining_seed"] for r in rows if r.get("kind") == "pretraining"
+                     and r.get("pretraining_seed") is not None})
+    state = "" if progress is None else (
+        f" An interim report: {progress['finished']} of {progress['total']} cells finished"
+        + ("; every claim is decided, the cells left only fill the tables"
+           if progress.get("open_cells") == 0 else "") + ".")
+    lines = [f"Scale `{scale}`: fine-tuning seeds {', '.join(map(str, seeds))}, pretraining "
+             f"seeds {', '.join(map(str, pseeds)) or '—'}; {_totals_text(time_totals(rows))}."
+             f"{state} The tables (the paper's beside ours), every cell with its gate, "
+             f"baseline and time, the plots and the commands, per study: "
+             + ", ".join(f"[{s.title.split(':')[0]}]({results_link}#{github_anchor(s.title)})"
+                         for s in studies) + ".", ""]
+    lines += claims_glance_lines(studies, rows, results_link)
+    if claims_plot:
+        lines += ["", f"![every claim's difference with its 95% interval]({claims_plot})"]
+    return lines
+
+
+def publish(path: str, lines: list[str]) -> None:
+    """Replaces the block between the `PUBLICATION_BEGIN` and `PUBLICATION_END` lines of the
+    markdown file `path` with `lines` (atomically; the rest of the file as it was).
+    ValueError (`check_publication_doc`) when the markers are not there."""
+    text = check_publication_doc(path)
+    head, rest = text.split(PUBLICATION_BEGIN, 1)
+    _, tail = rest.split(PUBLICATION_END, 1)
+    block = "\n".join(["", "<!-- written by tools/run_study.py --publish_doc: edit the "
+                        "code, not this block -->", ""] + lines + [""])
+    io_utils.atomic_write_text(path, head + PUBLICATION_BEGIN + block + "\n"
+                               + PUBLICATION_END + tail)
 
 
 def _pending_text(finished: str, done: int, total: int) -> str:
@@ -311,9 +556,10 @@ def _pretraining_metric_text(rows: list[dict], metric: str, shared: bool = False
 
 
 def study_section(study: Study, study_rows: list[dict], plots: list[str],
-                  output_dir: str) -> list[str]:
+                  output_dir: str, scale: str = "small") -> list[str]:
     """The markdown of one study: its table (ours beside the paper's), the ordering checks,
-    the per-epoch / zero-shot results, the pretraining cells, the plots."""
+    the per-epoch / zero-shot results, the pretraining cells, the claims, every cell with its
+    gate, baseline and time, the commands, the plots."""
     summary = summarise(study_rows)
     tasks = table_columns(summary, study_rows)
     sizes = {r["variant"]: r.get("model") for r in study_rows if r.get("model")}
@@ -469,6 +715,8 @@ def study_section(study: Study, study_rows: list[dict], plots: list[str],
             + f": {_pretraining_text(r)}" for cell, (r, names) in pre_cells.items())]
     lines += claim_lines(study_rows)
     lines += budget_lines(study_rows)
+    lines += cell_lines(study_rows)
+    lines += command_lines(study, study_rows, scale)
     for png in plots:
         lines += ["", f"![{study.name}]({os.path.relpath(png, output_dir)})"]
     lines.append("")
@@ -503,6 +751,12 @@ def plot_study(output_dir: str, study: Study, rows: list[dict],
     scored = [r for r in rows if r["study"] == study.name
               and r.get("kind", "finetuning") == "finetuning" and r["task"] != "pretraining"]
     metric_of = {column_of(r): metric_name(r["metric"]) for r in scored}
+    baseline = baselines_of([r for r in rows if r["study"] == study.name])
+    for j, t in enumerate(tasks):  # the task's gate across its bar group
+        if t in baseline:
+            ax.hlines(baseline[t][1], j - 0.45, j + 0.45, colors="black", linestyles="dashed",
+                      label="trivial baseline (gate)" if not j or all(
+                          u not in baseline for u in tasks[:j]) else None)
     ax.set_xticks(x)
     if len(set(metric_of.values())) > 1:  # each bar group says what it scores
         ax.set_xticklabels([f"{t}\n({metric_of.get(t, '')})" for t in tasks], fontsize=8)
@@ -510,7 +764,8 @@ def plot_study(output_dir: str, study: Study, rows: list[dict],
     else:
         ax.set_xticklabels(tasks)
         ax.set_ylabel(f"held-out {next(iter(metric_of.values()), 'accuracy')} (%)")
-    ax.set_title(study.title, fontsize=10)
+    ax.set_title(f"{study.title}\n(error bars: sample standard deviation over seeds)",
+                 fontsize=9)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     written.append(_save(fig, os.path.join(output_dir, f"{study.name}_scores.png")))
@@ -589,7 +844,70 @@ def plot_study(output_dir: str, study: Study, rows: list[dict],
         fig.tight_layout()
         written.append(_save(fig, os.path.join(output_dir, f"{study.name}_zero_shot.png")))
         plt.close(fig)
-    return written
+    claims_png = plot_claims(os.path.join(output_dir, f"{study.name}_claims.png"),
+                             [r for r in study_rows if r.get("kind") == "claim"], study.title)
+    return written + ([claims_png] if claims_png else [])
+
+
+def plot_claims(path: str, claims: list[dict], title: str) -> str | None:
+    """A forest plot of `claims` (claim rows): each claim's difference (better − worse) with its
+    95% bootstrap interval, the paper's effect (x), an expected null's band (the paper's
+    effect ± 1); claims without an interval (not learned, pending) are named with their
+    verdict. Perplexity claims get their own panel (another unit). Writes `path` and returns
+    it, or None when no claim has an interval."""
+    if not any("ci_low" in r for r in claims):
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [(name, [r for r in claims if bool(r.get("lower_is_better")) == lower])
+              for name, lower in (("score points (%)", False),
+                                  ("perplexity reduction", True))]
+    panels = [(name, group) for name, group in panels if group]
+    heights = [len(group) for _, group in panels]
+    fig, axes = plt.subplots(len(panels), 1, squeeze=False, height_ratios=heights,
+                             figsize=(11, 1.3 + 0.32 * sum(heights)))
+    for ax, (unit, group) in zip(axes[:, 0], panels):
+        ys = list(range(len(group)))[::-1]
+        for y, r in zip(ys, group):
+            if r.get("expected_null") and r.get("paper_effect") is not None:
+                ax.fill_betweenx([y - 0.35, y + 0.35], r["paper_effect"] - 1.0,
+                                 r["paper_effect"] + 1.0, color="0.85")
+            if "ci_low" in r:
+                color = {"holds": "tab:green", "reversed": "tab:red",
+                         "differs": "tab:red"}.get(r["verdict"], "tab:grey")
+                ax.errorbar(r["diff"], y, xerr=[[r["diff"] - r["ci_low"]],
+                                                [r["ci_high"] - r["diff"]]],
+                            fmt="o", color=color, capsize=3)
+            if r.get("paper_effect") is not None:
+                ax.plot(r["paper_effect"], y, "x", color="black")
+        ax.axvline(0.0, color="black", linewidth=0.8)
+        ax.set_yticks(ys)
+        ax.set_yticklabels([_short(r.get("text") or r["variant"]) for r in group],
+                           fontsize=7)
+        ax.set_ylim(-0.7, len(group) - 0.3)
+        right = ax.twinx()  # the verdict of each row, on the right
+        right.set_ylim(ax.get_ylim())
+        right.set_yticks(ys)
+        right.set_yticklabels([r["verdict"] + (" (not learned)" if str(
+            r.get("reason", "")).startswith("not learned") else "") for r in group],
+            fontsize=7)
+        ax.set_xlabel(f"ours: better − worse ({unit})", fontsize=8)
+    axes[0, 0].set_title(f"{title}\ndot and bar: our difference and its 95% interval; x: the "
+                         f"paper's effect; grey: an expected null's band (paper ± 1)",
+                         fontsize=8)
+    # Fixed margins: tight_layout misplaces the left labels of panels with a twin axis.
+    fig.subplots_adjust(left=0.36, right=0.8, top=1 - 0.6 / fig.get_figheight(),
+                        bottom=0.5 / fig.get_figheight(), hspace=0.9 / sum(heights) * 4)
+    _save(fig, path)
+    plt.close(fig)
+    return path
+
+
+def _short(text: str, width: int = 56) -> str:
+    return text if len(text) <= width else text[:width - 1] + "…"
 
 
 def _save(fig, path: str) -> str:

@@ -65,6 +65,12 @@ class StudyRunOptions:
                                "unfinished cells will read (docs/studies.md: a run that "
                                "spans machines); continue with cp -rn FOLDER/cells "
                                "OUTPUT_DIR/ and the run's own command.")
+    publish_doc: str = option("", "Also rewrite the block between the lines <!-- study "
+                              "publication: begin --> and <!-- study publication: end --> of "
+                              "this markdown file (docs/studies.md) with the run's verdicts, "
+                              "times and links into results.md, when the results are "
+                              "written (a full run or --report_only); the rest of the file "
+                              "is kept.")
     report_only: bool = option(False, "Run nothing: write results.json, results.md and the "
                                "plots from the finished cells (DONE.json) of the grid these "
                                "flags declare in --output_dir, the others marked pending "
@@ -149,6 +155,16 @@ def run_study(options: StudyRunOptions, say: Callable[[str], None] = print) -> d
     if not studies:
         raise StudyError(f"--variants={options.variants}: no variant of --study={options.study} "
                          f"applies at --scale={scale.name}")
+    if options.publish_doc:
+        if options.estimate or options.export_cells:
+            raise StudyError("--publish_doc with --estimate or --export_cells: those write "
+                             "no results to publish")
+        from bert_tf.studies import report
+
+        try:
+            report.check_publication_doc(options.publish_doc)
+        except ValueError as e:
+            raise StudyError(str(e)) from None
     if options.export_cells:
         if options.estimate or options.report_only:
             raise StudyError("--export_cells with --estimate or --report_only: expected one "
@@ -529,6 +545,7 @@ def _run(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions
     rows, per_example = assemble_rows(studies, scale, seeds, options, g, found)
     plots = write_plots(studies, rows, options, g, found)
     paths = report.write_results(options.output_dir, studies, rows, scale.name, seeds, plots)
+    publish(studies, rows, scale, seeds, options, plots)
     say(f"{len(ran)} cells run, {len(skipped)} reused; {paths['md']}")
     return {"rows": rows, "ran": ran, "skipped": skipped, "results_json": paths["json"],
             "results_md": paths["md"], "plots": plots}
@@ -740,7 +757,31 @@ def write_plots(studies: list[Study], rows: list[dict], options: StudyRunOptions
                 if key in found["pre_results"]:
                     curves[found["pre_used"][key]] = found["pre_results"][key].get("curve", [])
         plots[study.name] = report.plot_study(options.output_dir, study, rows, curves)
+    every = report.plot_claims(os.path.join(options.output_dir, "claims.png"),
+                               [r for r in rows if r.get("kind") == "claim"],
+                               "Every claim of the grid")
+    plots[report.ALL_CLAIMS] = [every] if every else []
     return plots
+
+
+def publish(studies: list[Study], rows: list[dict], scale, seeds: list[int],
+            options: StudyRunOptions, plots: dict, progress: dict | None = None) -> None:
+    """`--publish_doc`: the run's block of that markdown file (`report.publish`), its links
+    relative to the file."""
+    from bert_tf.studies import report
+
+    if not options.publish_doc:
+        return
+    where = os.path.dirname(os.path.abspath(options.publish_doc))
+
+    def link(path: str) -> str:
+        return os.path.relpath(os.path.abspath(path), where)
+
+    claims_plot = plots.get(report.ALL_CLAIMS) or [None]
+    report.publish(options.publish_doc, report.publication_lines(
+        studies, rows, scale.name, seeds, link(os.path.join(options.output_dir,
+                                                            "results.md")),
+        claims_plot[0] and link(claims_plot[0]), progress))
 
 
 def report_only(studies: list[Study], scale, seeds: list[int], options: StudyRunOptions,
@@ -801,6 +842,7 @@ def report_only(studies: list[Study], scale, seeds: list[int], options: StudyRun
     plots = write_plots(studies, rows, options, g, found)
     paths = report.write_results(out, studies, rows, scale.name, seeds, plots,
                                  progress=progress)
+    publish(studies, rows, scale, seeds, options, plots, progress)
     at_pace = "" if paced is None else f", {paced:.2f} at the finished cells' pace"
     say(f"{finished} of {len(cells)} cells finished (about {hours_left:.2f} CPU hours left by "
         f"the estimate{at_pace}); nothing run; {paths['md']}")

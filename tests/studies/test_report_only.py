@@ -477,3 +477,96 @@ def test_nothing_is_moot_at_a_scale_without_a_pretraining_gate(tmp_path):
     jobs = [("pretraining", k) for k in g["pre_cells"]] + \
         [("finetuning", k) for k in g["ft_cells"]] + [("cloze", k) for k in g["cloze_cells"]]
     assert jobs and all(moot(kind, key) is None for kind, key in jobs)
+
+
+def test_publication_block_and_the_cells_of_each_study(tmp_path):
+    """`--publish_doc`: the block between the markers of a markdown file is the run's (every
+    claim with its verdict and interval, the totals, links into results.md), the rest of the
+    file byte for byte as it was, again the same when published twice; results.md gives
+    every cell of a study once, with its gate, baseline and times, and the study's command;
+    the claims are plotted with their intervals."""
+    from bert_tf.studies import report
+
+    out, options, g, written, scale, studies = _finished_grid(tmp_path)
+    doc = tmp_path / "docs" / "studies.md"
+    doc.parent.mkdir()
+    head, tail = "# Studies\n\nmy own words\n\n", "\n## After\n\nkept\n"
+    doc.write_text(head + report.PUBLICATION_BEGIN + "\nold text\n" + report.PUBLICATION_END
+                   + tail, encoding="utf-8")
+    result = run_study(dataclasses.replace(options, publish_doc=str(doc)), say=lambda _: None)
+    text = doc.read_text(encoding="utf-8")
+    assert text.startswith(head + report.PUBLICATION_BEGIN + "\n")
+    assert text.endswith(report.PUBLICATION_END + tail)
+    assert "old text" not in text
+    link = os.path.relpath(os.path.join(out, "results.md"), str(doc.parent))
+    study = STUDIES[STUDY]
+    assert f"[{study.title.split(':')[0]}]({link}#{report.github_anchor(study.title)})" in text
+    claims = _claims(result["rows"])
+    held = claims["t5_pretrained_sst2"]
+    assert held["verdict"] == "holds"
+    (line,) = [x for x in text.splitlines() if held["text"] in x]
+    assert f"| {held['diff']:+.2f} [{held['ci_low']:+.1f}, {held['ci_high']:+.1f}] |" in line
+    assert line.endswith("| **holds** |")
+    counts = {}
+    for c in claims.values():
+        counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
+    assert f"**{len(claims)} claims: " in text
+    assert all(f"{v}: {n}" in text for v, n in counts.items())
+    assert f"]({os.path.relpath(os.path.join(out, 'claims.png'), str(doc.parent))})" in text
+    assert os.path.isfile(os.path.join(out, "claims.png"))
+    assert os.path.isfile(os.path.join(out, f"{STUDY}_claims.png"))
+    run_study(dataclasses.replace(options, publish_doc=str(doc)), say=lambda _: None)
+    assert doc.read_text(encoding="utf-8") == text
+
+    md = open(os.path.join(out, "results.md"), encoding="utf-8").read()
+    assert "## Every claim" in md and line.split("|", 2)[2] in md  # the same row, unlinked
+    rows = md.split("<details>", 1)[1].split("</details>", 1)[0].splitlines()
+    table = [r for r in rows if r.startswith("| ") and not r.startswith("| Variants")]
+    cells = {r["cell"] for r in result["rows"] if r.get("kind") not in ("claim", "epoch")}
+    assert len(table) == len(cells)  # each cell once: a shared pretraining too
+    shared = [r for r in table if "| pretraining |" in r and "ltr_no_nsp, ltr_bilstm" in r]
+    assert len(shared) == 2  # the LTR pretraining of each pretraining seed
+    sst2 = [r for r in table if "| SST-2 |" in r]
+    assert sst2 and all("| 50.00 (majority class) | passed | 1.0 s" in r or
+                        "(majority class) | passed |" in r for r in sst2)
+    assert f"`python tools/run_study.py --study={STUDY} --scale=small --output_dir=OUT`" in md
+    # The synthetic cells recorded no command: the report does not lend them its own.
+    (command,) = {x for x in md.splitlines() if x.startswith("Commands: ")}
+    assert "--report_only" not in command and "run by" not in command
+
+
+def test_publish_doc_without_its_markers_is_one_line_before_anything_is_written(tmp_path):
+    out, options, *_ = _finished_grid(tmp_path)
+    doc = tmp_path / "plain.md"
+    doc.write_text("# no markers\n", encoding="utf-8")
+    for path in (str(doc), str(tmp_path / "missing.md")):
+        with pytest.raises(StudyError, match=r"^--publish_doc=.*: ") as e:
+            run_study(dataclasses.replace(options, publish_doc=path), say=lambda _: None)
+        assert "\n" not in str(e.value)
+    assert not os.path.exists(os.path.join(out, "results.md"))
+    assert doc.read_text(encoding="utf-8") == "# no markers\n"
+
+
+def test_cell_gate_words_time_totals_and_anchors():
+    from bert_tf.studies import report
+
+    assert report._cell_gate({"kind": "finetuning", "gate_passed": False,
+                              "pretraining_gate_passed": True}) == \
+        "NOT passed (under the baseline)"
+    assert report._cell_gate({"kind": "finetuning", "gate_passed": False,
+                              "pretraining_gate_passed": False}) == \
+        "NOT passed (its pretraining is under its gate)"
+    assert report._cell_gate({"kind": "finetuning", "pending": True}) == "pending"
+    rows = [{"cell": "p", "kind": "pretraining", "wall_s": 100.0, "cpu_s": None},
+            {"cell": "p", "kind": "pretraining", "wall_s": 100.0, "cpu_s": None},  # shared
+            {"cell": "f1", "kind": "finetuning", "wall_s": 10.0, "cpu_s": 8.0},
+            {"cell": "f2", "kind": "finetuning", "pending": True},
+            {"cell": "f1", "kind": "epoch", "wall_s": 10.0},
+            {"kind": "claim"}]
+    totals = report.time_totals(rows)
+    assert totals["pretraining"] == {"cells": 1, "finished": 1, "wall_s": 100.0, "cpu_s": 0.0,
+                                     "cpu_cells": 0}
+    assert totals["finetuning"] == {"cells": 2, "finished": 1, "wall_s": 10.0, "cpu_s": 8.0,
+                                    "cpu_cells": 1}
+    assert report.github_anchor("BERT Table 8: masking strategies (MASK / SAME / RND)") == \
+        "bert-table-8-masking-strategies-mask--same--rnd"
