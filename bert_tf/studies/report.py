@@ -188,7 +188,7 @@ def _cells_of(study_rows: list[dict]) -> list[tuple[dict, list[str]]]:
     for r in study_rows:
         if r.get("kind") in ("claim", "epoch") or not r.get("cell"):
             continue
-        cells.setdefault(r["cell"], (r, []))[1].append(r["variant"])
+        cells.setdefault(r["cell"], (r, []))[1].append(r.get("variant", ""))
     return list(cells.values())
 
 
@@ -197,11 +197,7 @@ def time_totals(rows: list[dict]) -> dict:
     `rows` (a cell read by several studies counts once); cpu_s sums the finished cells that
     recorded their CPU time (cpu_cells of them, the cells finished since 2026-11-29)."""
     out: dict = {}
-    seen: set = set()
-    for r in rows:
-        if r.get("kind") in ("claim", "epoch") or not r.get("cell") or r["cell"] in seen:
-            continue
-        seen.add(r["cell"])
+    for r, _ in _cells_of(rows):
         t = out.setdefault(r.get("kind", "finetuning"), {"cells": 0, "finished": 0,
                                                          "wall_s": 0.0, "cpu_s": 0.0,
                                                          "cpu_cells": 0})
@@ -265,7 +261,9 @@ def cell_lines(study_rows: list[dict]) -> list[str]:
         wall = "—" if r.get("pending") or r.get("wall_s") is None else \
             _duration(float(r["wall_s"]))
         cpu = "—" if r.get("cpu_s") is None else _duration(float(r["cpu_s"]))
-        lines.append(f"| {', '.join(dict.fromkeys(names))} | {column} | {pseed} | {seed} | "
+        readers = "its pretraining's checkpoints" if kind == "zero_shot" else \
+            ", ".join(dict.fromkeys(names))
+        lines.append(f"| {readers} | {column} | {pseed} | {seed} | "
                      f"{score} | {baseline} | {_cell_gate(r)} | {wall} | {cpu} |")
     return lines + ["", "</details>"]
 
