@@ -10,6 +10,7 @@ import statistics
 
 from bert_tf import io_utils
 from bert_tf.studies.declarations import Study
+from bert_tf.studies.statistics import NULL_MARGIN
 
 
 METRIC_NAMES = {"accuracy": "accuracy", "f1": "F1", "mcc": "Matthews correlation",
@@ -292,6 +293,12 @@ def github_anchor(title: str) -> str:
 VERDICT_ORDER = ("holds", "reversed", "differs", "inconclusive", "pending")
 
 
+def verdict_label(claim: dict) -> str:
+    """A claim row's verdict, with "(not learned)" when its gates decided it."""
+    return claim["verdict"] + (" (not learned)" if str(claim.get("reason", "")).startswith(
+        "not learned") else "")
+
+
 def claims_glance_lines(studies: list[Study], rows: list[dict], link: str = "") -> list[str]:
     """Every claim of every study in one table (study, claim, our difference with its 95%
     interval, the paper's effect, verdict), with the count per verdict. `link`: the
@@ -301,15 +308,13 @@ def claims_glance_lines(studies: list[Study], rows: list[dict], link: str = "") 
         return []
     counts: dict = {}
     for r in claims:
-        key = r["verdict"] + (" (not learned)" if str(r.get("reason", "")).startswith(
-            "not learned") else "")
-        counts[key] = counts.get(key, 0) + 1
+        counts[verdict_label(r)] = counts.get(verdict_label(r), 0) + 1
     order = sorted(counts, key=lambda k: (VERDICT_ORDER.index(k.split(" ")[0])
                                           if k.split(" ")[0] in VERDICT_ORDER else 99, k))
     lines = [f"**{len(claims)} claims: " + ", ".join(f"{k}: {counts[k]}" for k in order)
              + ".** Declared before the run; the verdict rule is docs/studies.md's \"Method\" "
              "(paired bootstrap over dev examples and both kinds of seed, Holm within a table; "
-             "an expected null is judged against the paper's effect ± 1).", "",
+             f"an expected null is judged against the paper's effect ± {NULL_MARGIN:g}).", "",
              "| Study | Claim | Ours: better − worse [95% CI] | Paper's effect | Verdict |",
              "|---|---|---|---|---|"]
     titles = {s.name: s.title for s in studies}
@@ -412,23 +417,22 @@ PUBLICATION_END = "<!-- study publication: end -->"
 """The lines around the block of a markdown file that `--publish_doc` rewrites."""
 
 
-def check_publication_doc(path: str) -> str:
-    """The text of `path` when it holds one `PUBLICATION_BEGIN` line before one
-    `PUBLICATION_END` line; otherwise ValueError (one line naming the file and what was
-    expected)."""
+def check_publication_doc(path: str) -> tuple[list[str], int, int]:
+    """(the lines of `path` with their ends, the index of its `PUBLICATION_BEGIN` line, of its
+    `PUBLICATION_END` line) when it holds one of each, in that order; otherwise ValueError (one
+    line naming the file and what was expected)."""
     if not os.path.isfile(path):
         raise ValueError(f"--publish_doc={path}: no such file; expected a markdown file "
                          f"holding the lines {PUBLICATION_BEGIN} and {PUBLICATION_END}")
     with open(path, encoding="utf-8") as f:
-        text = f.read()
-    lines = text.splitlines()
+        lines = f.read().splitlines(keepends=True)
     begin = [i for i, line in enumerate(lines) if line.strip() == PUBLICATION_BEGIN]
     end = [i for i, line in enumerate(lines) if line.strip() == PUBLICATION_END]
     if len(begin) != 1 or len(end) != 1 or begin[0] > end[0]:
         raise ValueError(f"--publish_doc={path}: expected one line {PUBLICATION_BEGIN} "
                          f"before one line {PUBLICATION_END} (found {len(begin)} and "
                          f"{len(end)})")
-    return text
+    return lines, begin[0], end[0]
 
 
 def publication_lines(studies: list[Study], rows: list[dict], scale: str, seeds: list[int],
@@ -460,13 +464,11 @@ def publish(path: str, lines: list[str]) -> None:
     """Replaces the block between the `PUBLICATION_BEGIN` and `PUBLICATION_END` lines of the
     markdown file `path` with `lines` (atomically; the rest of the file as it was).
     ValueError (`check_publication_doc`) when the markers are not there."""
-    text = check_publication_doc(path)
-    head, rest = text.split(PUBLICATION_BEGIN, 1)
-    _, tail = rest.split(PUBLICATION_END, 1)
-    block = "\n".join(["", "<!-- written by tools/run_study.py --publish_doc: edit the "
-                        "code, not this block -->", ""] + lines + [""])
-    io_utils.atomic_write_text(path, head + PUBLICATION_BEGIN + block + "\n"
-                               + PUBLICATION_END + tail)
+    text, begin, end = check_publication_doc(path)
+    block = ["<!-- written by tools/run_study.py --publish_doc: edit the code, not this "
+             "block -->", ""] + lines + [""]
+    io_utils.atomic_write_text(path, "".join(text[:begin + 1]) + "".join(
+        line + "\n" for line in block) + "".join(text[end:]))
 
 
 def _pending_text(finished: str, done: int, total: int) -> str:
@@ -554,7 +556,7 @@ def _pretraining_metric_text(rows: list[dict], metric: str, shared: bool = False
 
 
 def study_section(study: Study, study_rows: list[dict], plots: list[str],
-                  output_dir: str, scale: str = "small") -> list[str]:
+                  output_dir: str, scale: str | None = None) -> list[str]:
     """The markdown of one study: its table (ours beside the paper's), the ordering checks,
     the per-epoch / zero-shot results, the pretraining cells, the claims, every cell with its
     gate, baseline and time, the commands, the plots."""
@@ -714,7 +716,8 @@ def study_section(study: Study, study_rows: list[dict], plots: list[str],
     lines += claim_lines(study_rows)
     lines += budget_lines(study_rows)
     lines += cell_lines(study_rows)
-    lines += command_lines(study, study_rows, scale)
+    if scale:  # the scale the commands run at (write_results always gives it)
+        lines += command_lines(study, study_rows, scale)
     for png in plots:
         lines += ["", f"![{study.name}]({os.path.relpath(png, output_dir)})"]
     lines.append("")
@@ -750,11 +753,12 @@ def plot_study(output_dir: str, study: Study, rows: list[dict],
               and r.get("kind", "finetuning") == "finetuning" and r["task"] != "pretraining"]
     metric_of = {column_of(r): metric_name(r["metric"]) for r in scored}
     baseline = baselines_of([r for r in rows if r["study"] == study.name])
+    label = "trivial baseline (gate)"  # in the legend once
     for j, t in enumerate(tasks):  # the task's gate across its bar group
         if t in baseline:
             ax.hlines(baseline[t][1], j - 0.45, j + 0.45, colors="black", linestyles="dashed",
-                      label="trivial baseline (gate)" if not j or all(
-                          u not in baseline for u in tasks[:j]) else None)
+                      label=label)
+            label = None
     ax.set_xticks(x)
     if len(set(metric_of.values())) > 1:  # each bar group says what it scores
         ax.set_xticklabels([f"{t}\n({metric_of.get(t, '')})" for t in tasks], fontsize=8)
@@ -871,8 +875,8 @@ def plot_claims(path: str, claims: list[dict], title: str) -> str | None:
         ys = list(range(len(group)))[::-1]
         for y, r in zip(ys, group):
             if r.get("expected_null") and r.get("paper_effect") is not None:
-                ax.fill_betweenx([y - 0.35, y + 0.35], r["paper_effect"] - 1.0,
-                                 r["paper_effect"] + 1.0, color="0.85")
+                ax.fill_betweenx([y - 0.35, y + 0.35], r["paper_effect"] - NULL_MARGIN,
+                                 r["paper_effect"] + NULL_MARGIN, color="0.85")
             if "ci_low" in r:
                 color = {"holds": "tab:green", "reversed": "tab:red",
                          "differs": "tab:red"}.get(r["verdict"], "tab:grey")
@@ -889,12 +893,11 @@ def plot_claims(path: str, claims: list[dict], title: str) -> str | None:
         right = ax.twinx()  # the verdict of each row, on the right
         right.set_ylim(ax.get_ylim())
         right.set_yticks(ys)
-        right.set_yticklabels([r["verdict"] + (" (not learned)" if str(
-            r.get("reason", "")).startswith("not learned") else "") for r in group],
-            fontsize=7)
+        right.set_yticklabels([verdict_label(r) for r in group], fontsize=7)
         ax.set_xlabel(f"ours: better − worse ({unit})", fontsize=8)
     axes[0, 0].set_title(f"{title}\ndot and bar: our difference and its 95% interval; x: the "
-                         f"paper's effect; grey: an expected null's band (paper ± 1)",
+                         f"paper's effect; grey: an expected null's band (paper ± "
+                         f"{NULL_MARGIN:g})",
                          fontsize=8)
     # Fixed margins: tight_layout misplaces the left labels of panels with a twin axis.
     fig.subplots_adjust(left=0.36, right=0.8, top=1 - 0.6 / fig.get_figheight(),
