@@ -271,10 +271,10 @@ def cell_lines(study_rows: list[dict]) -> list[str]:
 
 def command_lines(study: Study, study_rows: list[dict], scale: str) -> list[str]:
     """How to run the study again: its own command, and the commands its cells recorded."""
-    # A finished cell's recorded command (a row without one, or a pending row, carries the
-    # report's own, which ran nothing).
-    recorded = sorted({r["command"] for r in study_rows if r.get("command")
-                       and not r.get("pending") and "--report_only" not in r["command"]})
+    # The commands the finished cells recorded (a pending row carries the one that would run
+    # it).
+    recorded = sorted({r["command"] for r in study_rows
+                       if r.get("command") and not r.get("pending")})
     lines = ["", f"Commands: this study alone, reusing every finished cell of the output "
              f"folder: `python tools/run_study.py --study={study.name} --scale={scale} "
              f"--output_dir=OUT`"]

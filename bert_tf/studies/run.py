@@ -84,6 +84,12 @@ class StudyRunOptions:
                  if getattr(self, f.name) != f.default]
         return " ".join(shlex.quote(a) for a in ["python", "tools/run_study.py"] + flags)
 
+    def run_command_line(self) -> str:
+        """The command that runs the cells these options declare: `command_line` without the
+        flags that only report, publish or export (what an unfinished cell's row carries)."""
+        return dataclasses.replace(self, report_only=False, publish_doc="",
+                                   export_cells="").command_line()
+
     def task_names(self) -> tuple[str, ...]:
         return tuple(t.strip() for t in self.tasks.split(",") if t.strip())
 
@@ -574,7 +580,9 @@ def assemble_rows(studies: list[Study], scale, seeds: list[int], options: StudyR
     from bert_tf.studies import gates, statistics
     from bert_tf.studies.data import task_metric
 
-    budget, command = g["budget"], options.command_line()
+    # A row's command: what its cell recorded (None if it recorded none); an unfinished
+    # cell's, the command that runs it.
+    budget, command = g["budget"], options.run_command_line()
     pre_key, ft_key, variant_pseeds = g["pre_key"], g["ft_key"], g["variant_pseeds"]
     pre_results, pre_gates, pre_used = found["pre_results"], found["pre_gates"], \
         found["pre_used"]
@@ -639,7 +647,7 @@ def assemble_rows(studies: list[Study], scale, seeds: list[int], options: StudyR
                                  "targets_per_step": p.get("targets_per_step"),
                                  "pretraining_lr": p.get("pretraining_lr"),
                                  "gate_passed": gate["gate_passed"], "gate": gate,
-                                 "command": p.get("command", command),
+                                 "command": p.get("command"),
                                  "cell": f"pretraining/{budget}/{pre_used[key]}"})
                     held = held_results.get(held_key)
                     if held and "per_example" in held:
@@ -663,7 +671,7 @@ def assemble_rows(studies: list[Study], scale, seeds: list[int], options: StudyR
                                 "pretraining_seed": pseed,
                                 "wall_s": r["wall_s"] if r else None,
                                 "cpu_s": r.get("cpu_s") if r else None,
-                                "command": r.get("command", command) if r else command,
+                                "command": r.get("command") if r else command,
                                 "cell": f"finetuning/{budget}/{key}"}
                         if e.paper_column:
                             base["paper_column"] = e.paper_column
@@ -705,7 +713,7 @@ def assemble_rows(studies: list[Study], scale, seeds: list[int], options: StudyR
                    "pretraining_seed": pseed, "steps": 0,
                    "wall_s": r["wall_s"] if r else None,
                    "cpu_s": r.get("cpu_s") if r else None,
-                   "command": r.get("command", command) if r else command,
+                   "command": r.get("command") if r else command,
                    "cell": f"cloze/{budget}/{key}", "pretraining_gate_passed": pre_gate}
             with_baseline(row, baseline)
             if r is None:
@@ -734,7 +742,7 @@ def assemble_rows(studies: list[Study], scale, seeds: list[int], options: StudyR
                 rows.append({**zs, "variant": f"lm_step{step}", "metric": r["metric"],
                              "value": value, "steps": step, "wall_s": r["wall_s"],
                              "cpu_s": r.get("cpu_s"),
-                             "command": r.get("command", command),
+                             "command": r.get("command"),
                              "majority_class": r["majority_class"]})
         if bootstrap:
             rows += claim_rows(study, [r for r in rows if r["study"] == study.name],

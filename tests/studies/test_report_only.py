@@ -151,6 +151,9 @@ def test_report_only_marks_pending_cells_and_claims(tmp_path):
     assert {r["cell"].split("/", 2)[0] + "/" + r["cell"].split("/", 2)[2] for r in pending} \
         == set(gone)
     assert all(r["value"] is None for r in pending)  # never a zero
+    # An unfinished cell's row names the command that runs it, not the report's.
+    assert all("run_study.py" in r["command"] and "--report_only" not in r["command"]
+               for r in pending)
     done_rows = [r for r in rows if not r.get("pending")]
     assert done_rows and all(r["cpu_s"] == 1.5 for r in done_rows
                              if r.get("kind") in ("pretraining", "finetuning"))
