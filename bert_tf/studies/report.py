@@ -856,8 +856,11 @@ def plot_claims(path: str, claims: list[dict], title: str) -> str | None:
     95% bootstrap interval, the paper's effect (x), an expected null's band (the paper's
     effect ± 1); claims without an interval (not learned, pending) are named with their
     verdict. Perplexity claims get their own panel (another unit). Writes `path` and returns
-    it, or None when no claim has an interval."""
+    it, or None when no claim has an interval (a plot an earlier report left at `path` is
+    then removed: it would show intervals this report no longer has)."""
     if not any("ci_low" in r for r in claims):
+        if io_utils.exists(path):
+            io_utils.remove(path)
         return None
     import matplotlib
 

@@ -573,3 +573,24 @@ def test_cell_gate_words_time_totals_and_anchors():
                                     "cpu_cells": 1}
     assert report.github_anchor("BERT Table 8: masking strategies (MASK / SAME / RND)") == \
         "bert-table-8-masking-strategies-mask--same--rnd"
+
+
+def test_claims_plot_of_an_earlier_report_goes_when_no_claim_keeps_an_interval(tmp_path):
+    """A claims plot shows intervals; when a later report has none (every claim pending or not
+    learned), the plot an earlier report wrote is removed instead of left stale, and files
+    beside it are untouched."""
+    from bert_tf.studies import report
+
+    path = str(tmp_path / "s_claims.png")
+    beside = tmp_path / "notes.txt"
+    beside.write_text("mine", encoding="utf-8")
+    with_ci = [{"text": "a > b", "verdict": "holds", "diff": 2.0, "ci_low": 1.0, "ci_high": 3.0,
+                "paper_effect": 2.5}]
+    assert report.plot_claims(path, with_ci, "s") == path
+    with open(path, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    without = [{"text": "a > b", "verdict": "pending"}]
+    assert report.plot_claims(path, without, "s") is None
+    assert not os.path.exists(path)
+    assert beside.read_text(encoding="utf-8") == "mine"
+    assert report.plot_claims(path, without, "s") is None  # nothing to remove: no error
