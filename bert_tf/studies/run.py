@@ -804,6 +804,7 @@ def report_only(studies: list[Study], scale, seeds: list[int], options: StudyRun
     verdict "pending" (`claim_rows`); a pretraining cell under its gate whose re-run
     (`retry_cell`) is not finished is pending too, its row holding the first run's gate.
     results.md starts with "N of M cells finished" and the estimated CPU hours of the rest
+    (when every cell is finished, it is the complete run's report, without that line)
     (`bert_tf.studies.estimate`; a cell in progress counts in full), also at the pace the
     finished cells kept here (their CPU time, else wall time, over their estimate per kind,
     `estimate.pace`).
@@ -848,9 +849,11 @@ def report_only(studies: list[Study], scale, seeds: list[int], options: StudyRun
                     if paced_needed is None else paced_needed / 3600)
     rows, _ = assemble_rows(studies, scale, seeds, options, g, found)
     plots = write_plots(studies, rows, options, g, found)
-    paths = report.write_results(out, studies, rows, scale.name, seeds, plots,
-                                 progress=progress)
-    publish(studies, rows, scale, seeds, options, plots, progress)
+    # Every cell finished: the complete run's report (the same rows, verdicts and Holm
+    # correction), not an interim one.
+    said = progress if pending else None
+    paths = report.write_results(out, studies, rows, scale.name, seeds, plots, progress=said)
+    publish(studies, rows, scale, seeds, options, plots, said)
     at_pace = "" if paced is None else f", {paced:.2f} at the finished cells' pace"
     say(f"{finished} of {len(cells)} cells finished (about {hours_left:.2f} CPU hours left by "
         f"the estimate{at_pace}); nothing run; {paths['md']}")

@@ -116,6 +116,9 @@ def test_report_only_marks_pending_cells_and_claims(tmp_path):
     full_claims = _claims(full["rows"])
     assert full_claims["t5_pretrained_sst2"]["verdict"] == "holds"
     assert all(c["verdict"] != "pending" for c in full_claims.values())
+    with open(full["results_md"], encoding="utf-8") as f:
+        complete_md = f.read()
+    assert "Interim report" not in complete_md and "pending" not in complete_md
 
     # Interim: one no-pretraining SST-2 cell and the second LTR pretraining (and what reads
     # it) not finished yet.
@@ -501,6 +504,7 @@ def test_publication_block_and_the_cells_of_each_study(tmp_path):
     assert text.startswith(head + report.PUBLICATION_BEGIN + "\n")
     assert text.endswith(report.PUBLICATION_END + tail)
     assert "old text" not in text
+    assert "interim report" not in text.lower()  # every cell finished: the complete report
     link = os.path.relpath(os.path.join(out, "results.md"), str(doc.parent))
     study = STUDIES[STUDY]
     assert f"[{study.title.split(':')[0]}]({link}#{report.github_anchor(study.title)})" in text
