@@ -804,7 +804,8 @@ def report_only(studies: list[Study], scale, seeds: list[int], options: StudyRun
     verdict "pending" (`claim_rows`); a pretraining cell under its gate whose re-run
     (`retry_cell`) is not finished is pending too, its row holding the first run's gate.
     results.md starts with "N of M cells finished" and the estimated CPU hours of the rest
-    (when every cell is finished, it is the complete run's report, without that line)
+    (when every cell but the data cell is finished, it is the complete run's report,
+    without that line)
     (`bert_tf.studies.estimate`; a cell in progress counts in full), also at the pace the
     finished cells kept here (their CPU time, else wall time, over their estimate per kind,
     `estimate.pace`).
@@ -850,8 +851,9 @@ def report_only(studies: list[Study], scale, seeds: list[int], options: StudyRun
     rows, _ = assemble_rows(studies, scale, seeds, options, g, found)
     plots = write_plots(studies, rows, options, g, found)
     # Every cell finished: the complete run's report (the same rows, verdicts and Holm
-    # correction), not an interim one.
-    said = progress if pending else None
+    # correction), not an interim one. The data cell gives no row, and an exported folder
+    # (`export_cells`) holds only its EXPECTED.json: it does not make a report interim.
+    said = progress if any(c[0] != "data" for c in pending) else None
     paths = report.write_results(out, studies, rows, scale.name, seeds, plots, progress=said)
     publish(studies, rows, scale, seeds, options, plots, said)
     at_pace = "" if paced is None else f", {paced:.2f} at the finished cells' pace"

@@ -119,6 +119,14 @@ def test_report_only_marks_pending_cells_and_claims(tmp_path):
     with open(full["results_md"], encoding="utf-8") as f:
         complete_md = f.read()
     assert "Interim report" not in complete_md and "pending" not in complete_md
+    # An exported folder carries the data cell as EXPECTED.json only: still the complete
+    # report (the data cell gives no row), though the count says it is not finished here.
+    os.rename(written["data/corpus"], written["data/corpus"] + ".away")
+    exported = run_study(options, say=lambda _: None)
+    assert (exported["finished"], exported["pending"]) == (51, ["data/corpus"])
+    with open(exported["results_md"], encoding="utf-8") as f:
+        assert f.read() == complete_md
+    os.rename(written["data/corpus"] + ".away", written["data/corpus"])
 
     # Interim: one no-pretraining SST-2 cell and the second LTR pretraining (and what reads
     # it) not finished yet.
