@@ -804,11 +804,11 @@ def report_only(studies: list[Study], scale, seeds: list[int], options: StudyRun
     verdict "pending" (`claim_rows`); a pretraining cell under its gate whose re-run
     (`retry_cell`) is not finished is pending too, its row holding the first run's gate.
     results.md starts with "N of M cells finished" and the estimated CPU hours of the rest
-    (when every cell but the data cell is finished, it is the complete run's report,
-    without that line)
     (`bert_tf.studies.estimate`; a cell in progress counts in full), also at the pace the
     finished cells kept here (their CPU time, else wall time, over their estimate per kind,
-    `estimate.pace`).
+    `estimate.pace`). When every cell but the data cell (which gives no row; an export
+    carries it as EXPECTED.json) is finished, they are the complete run's report instead,
+    without that line.
     Not checked here: a GPT cell's recorded input transformation (`_check_gpt_transformation`
     loads the task's data); the grid's own run stops on a stale one.
 
